@@ -1,0 +1,3 @@
+from benchrunner.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""Driving the project's playbooks through ansible-runner's Python API: events and stats, not stdout."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+SITE = "site.yml"
+# Tags of site.yml's plays: provisioning and the benchmark are run separately.
+BENCHMARK_TAG = "benchmark"
+
+
+@dataclass
+class Outcome:
+    rc: int
+    status: str
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and self.status == "successful"
+
+    def changed(self, hosts: list[str] | None = None) -> int:
+        counts = self.stats.get("changed", {})
+        return sum(n for h, n in counts.items() if hosts is None or h in hosts)
+
+
+def find_project(start: Path | None = None) -> Path:
+    """The project root: $HPCML_PROJECT_DIR, or the nearest folder upwards holding site.yml."""
+    if os.environ.get("HPCML_PROJECT_DIR"):
+        return Path(os.environ["HPCML_PROJECT_DIR"]).resolve()
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / SITE).is_file() and (candidate / "ansible.cfg").is_file():
+            return candidate
+    raise FileNotFoundError(f"no {SITE} with ansible.cfg above {here}; run from the project or set HPCML_PROJECT_DIR")
+
+
+class Progress:
+    """Prints one line per play and task and every failure, from ansible-runner's event stream."""
+
+    def __init__(self, out: TextIO = sys.stderr) -> None:
+        self.out = out
+        self.failures: list[str] = []
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind = event.get("event", "")
+        data = event.get("event_data", {})
+        if kind == "playbook_on_play_start":
+            print(f"== {data.get('play', '').strip()}", file=self.out, flush=True)
+        elif kind == "playbook_on_task_start":
+            print(f"   - {data.get('task', '').strip()}", file=self.out, flush=True)
+        elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+            result = data.get("res", {})
+            message = result.get("msg") or result.get("stderr") or result.get("reason") or "failed"
+            line = f"{data.get('host')}: {data.get('task', '').strip()}: {message}"
+            self.failures.append(line)
+            print(f"     FAILED {line}", file=self.out, flush=True)
+        # Keep the event in the artifacts folder as well.
+        return True
+
+
+def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, extravars: dict[str, Any] | None = None,
+        tags: str | None = None, skip_tags: str | None = None, limit: str | None = None,
+        progress: Callable[[dict[str, Any]], bool] | None = None, runner_module: Any = None) -> Outcome:
+    if runner_module is None:
+        import ansible_runner as runner_module  # noqa: PLC0415 - control-host extra
+    handler = progress or Progress()
+    artifacts = project / ".cache" / "runner"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="benchrunner-", dir=artifacts) as private:
+        kwargs: dict[str, Any] = {
+            "private_data_dir": private,
+            "project_dir": str(project),
+            "playbook": playbook,
+            "extravars": extravars or {},
+            "event_handler": handler,
+            "quiet": True,
+            # Runner otherwise points ANSIBLE_ROLES_PATH elsewhere; keep the project's ansible.cfg in charge.
+            # The project's ansible.cfg, and the ansible-playbook installed beside this Python.
+            "envvars": {"ANSIBLE_CONFIG": str(project / "ansible.cfg"),
+                        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])},
+        }
+        if inventory:
+            kwargs["inventory"] = str(Path(inventory).resolve())
+        if tags:
+            kwargs["tags"] = tags
+        if skip_tags:
+            kwargs["skip_tags"] = skip_tags
+        if limit:
+            kwargs["limit"] = limit
+        result = runner_module.run(**kwargs)
+        stats = result.stats or {}
+    return Outcome(rc=result.rc, status=result.status, stats=stats,
+                   failures=getattr(handler, "failures", []))
+
+
+def print_recap(outcome: Outcome, out: TextIO = sys.stderr) -> None:
+    hosts = sorted({h for counts in outcome.stats.values() if isinstance(counts, dict) for h in counts})
+    print(f"{'host':<24} {'ok':>5} {'changed':>8} {'failed':>7} {'unreachable':>12}", file=out)
+    for host in hosts:
+        def get(key: str, host: str = host) -> int:
+            return outcome.stats.get(key, {}).get(host, 0)
+        print(f"{host:<24} {get('ok'):>5} {get('changed'):>8} {get('failures'):>7} {get('dark'):>12}", file=out)
+    print(f"status: {outcome.status} (rc {outcome.rc})", file=out)

@@ -1,0 +1,98 @@
+"""What a result was measured with: software versions, hardware, launch context."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+from typing import Any
+
+from benchrunner import __version__
+
+# Environment variables that change how training communicates; recorded with every result.
+RECORDED_ENV_PREFIXES = ("NCCL_", "HOROVOD_", "UCX_", "OMPI_MCA_", "TF_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+# Values of variables whose names contain these are never recorded.
+SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "KEY")
+
+
+def os_release(path: str = "/etc/os-release") -> str:
+    try:
+        with open(path) as handle:
+            fields = dict(line.rstrip("\n").split("=", 1) for line in handle if "=" in line)
+    except OSError:
+        return platform.platform()
+    return fields.get("PRETTY_NAME", "unknown").strip('"')
+
+
+def cpu_model(path: str = "/proc/cpuinfo") -> str:
+    try:
+        with open(path) as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def recorded_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    environ = dict(os.environ if environ is None else environ)
+    return {
+        name: value for name, value in sorted(environ.items())
+        if name.startswith(RECORDED_ENV_PREFIXES) and not any(m in name for m in SECRET_MARKERS)
+    }
+
+
+def mpi_version(hvd: Any) -> str | None:
+    """The MPI library's own version string, when Horovod runs on MPI."""
+    if not hvd.mpi_enabled():
+        return None
+    # Open MPI marks every rank it starts; ompi_info names its exact version.
+    if "OMPI_COMM_WORLD_SIZE" in os.environ:
+        try:
+            out = subprocess.run(["ompi_info", "-V"], capture_output=True, text=True, timeout=30, check=True).stdout
+            return out.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError, IndexError):
+            return "Open MPI (version unknown)"
+    return "MPI (version unknown)"
+
+
+def collect(tf: Any, hvd: Any, *, stack: str, launcher: str, network: str, git_commit: str | None) -> dict[str, Any]:
+    build = tf.sysconfig.get_build_info()
+    return {
+        "benchrunner": {"version": __version__, "git_commit": git_commit},
+        "python": platform.python_version(),
+        "tensorflow": {
+            "version": tf.__version__,
+            "cuda": build.get("cuda_version"),
+            "cudnn": build.get("cudnn_version"),
+            "built_with_cuda": bool(build.get("is_cuda_build")),
+        },
+        "horovod": {
+            "version": _horovod_version(),
+            "mpi_built": bool(hvd.mpi_built()),
+            "gloo_built": bool(hvd.gloo_built()),
+            "nccl_built": bool(hvd.nccl_built()),
+            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+        },
+        "mpi": mpi_version(hvd),
+        "os": os_release(),
+        "kernel": platform.release(),
+        "cpu": {"model": cpu_model(), "logical_cpus": os.cpu_count() or 0, "machine": platform.machine()},
+        "gpus": [_gpu_name(tf, d) for d in tf.config.list_physical_devices("GPU")],
+        "stack": stack,
+        "launcher": launcher,
+        "network": network,
+        "environment": recorded_environment(),
+    }
+
+
+def _horovod_version() -> str:
+    from importlib.metadata import version  # noqa: PLC0415
+    return version("horovod")
+
+
+def _gpu_name(tf: Any, device: Any) -> str:
+    details = tf.config.experimental.get_device_details(device)
+    return re.sub(r"\s+", " ", details.get("device_name", device.name))

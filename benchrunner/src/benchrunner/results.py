@@ -1,0 +1,87 @@
+"""Result files: versioned JSON schemas, validation on write and on load, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from referencing import Registry, Resource
+
+RANK_RESULT = "rank-result"
+SUMMARY = "summary"
+SCHEMA_VERSION = 1
+
+
+class ResultError(ValueError):
+    """A result file that is missing, unreadable or does not match its schema."""
+
+
+@cache
+def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    text = resources.files("benchrunner").joinpath("schemas", f"{kind}.v{version}.json").read_text()
+    return json.loads(text)
+
+
+@cache
+def _registry() -> Registry:
+    """Every schema by its $id, so one schema can refer to another's definitions."""
+    documents = [schema(kind) for kind in (RANK_RESULT, SUMMARY)]
+    return Registry().with_resources((doc["$id"], Resource.from_contents(doc)) for doc in documents)
+
+
+def validate(kind: str, document: dict[str, Any], source: str = "document") -> None:
+    version = document.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ResultError(f"{source}: schema_version {version!r} is not the supported {SCHEMA_VERSION}")
+    errors = sorted(jsonschema.Draft202012Validator(schema(kind), registry=_registry()).iter_errors(document), key=lambda e: list(e.path))
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
+        raise ResultError(f"{source}: does not match the {kind} v{SCHEMA_VERSION} schema at {where}: {errors[0].message}"
+                          + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file in the same folder and rename it, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save(kind: str, document: dict[str, Any], path: Path) -> None:
+    validate(kind, document, str(path))
+    write_atomic(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+def load(kind: str, path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ResultError(f"{path}: cannot read: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ResultError(f"{path}: not JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ResultError(f"{path}: expected a JSON object")
+    validate(kind, document, str(path))
+    return document
+
+
+def kind_of(document: dict[str, Any]) -> str:
+    kind = document.get("kind")
+    if kind not in (RANK_RESULT, SUMMARY):
+        raise ResultError(f"unknown result kind {kind!r}")
+    return kind

@@ -1,0 +1,145 @@
+"""Turning every rank's result of one run into a checked summary and a readable table."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from benchrunner import results
+
+RAW_DIR = "raw"
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+LATEST = "latest"
+
+
+def load_ranks(run_dir: Path) -> list[dict[str, Any]]:
+    files = sorted((run_dir / RAW_DIR).glob("rank-*.json"))
+    if not files:
+        raise results.ResultError(f"{run_dir / RAW_DIR}: no rank-*.json files")
+    return [results.load(results.RANK_RESULT, f) for f in files]
+
+
+def sanity_checks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Checks a run must pass before its numbers mean anything."""
+    size = ranks[0]["size"]
+    seen = sorted(r["rank"] for r in ranks)
+    steps = {len(r["step_times_s"]) for r in ranks}
+    run_ids = {r["run_id"] for r in ranks}
+    nan_ranks = [r["rank"] for r in ranks if any(v is None or math.isnan(v) for v in r["losses"])]
+    workloads = {repr(sorted(r["workload"].items())) for r in ranks}
+    return [
+        {"name": "all ranks reported", "passed": seen == list(range(size)),
+         "detail": f"expected ranks 0..{size - 1}, got {seen}"},
+        {"name": "ranks agree on measured step count", "passed": len(steps) == 1,
+         "detail": f"step counts {sorted(steps)}"},
+        {"name": "one run id", "passed": len(run_ids) == 1, "detail": f"run ids {sorted(run_ids)}"},
+        {"name": "loss is finite", "passed": not nan_ranks,
+         "detail": f"NaN loss on ranks {nan_ranks}" if nan_ranks else "every step's loss is finite"},
+        {"name": "same workload on every rank", "passed": len(workloads) == 1,
+         "detail": f"{len(workloads)} distinct workload settings"},
+    ]
+
+
+def _versions(rank0: dict[str, Any]) -> dict[str, str | None]:
+    prov = rank0["provenance"]
+    return {
+        "benchrunner": prov["benchrunner"]["version"],
+        "git_commit": prov["benchrunner"].get("git_commit"),
+        "python": prov["python"],
+        "tensorflow": prov["tensorflow"]["version"],
+        "horovod": prov["horovod"]["version"],
+        "horovod_controller": prov["horovod"]["controller"],
+        "mpi": prov.get("mpi"),
+        "cuda": prov["tensorflow"].get("cuda"),
+        "cudnn": prov["tensorflow"].get("cudnn"),
+        "os": prov["os"],
+        "kernel": prov["kernel"],
+    }
+
+
+def summarize(run_dir: Path) -> dict[str, Any]:
+    ranks = sorted(load_ranks(run_dir), key=lambda r: r["rank"])
+    rank0 = ranks[0]
+    checks = sanity_checks(ranks)
+    launched = [r["metrics"]["launched_at"] for r in ranks if r["metrics"].get("launched_at")]
+    finished = max(r["metrics"]["finished_at"] for r in ranks)
+    return {
+        "kind": results.SUMMARY,
+        "schema_version": results.SCHEMA_VERSION,
+        "run_id": rank0["run_id"],
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "ranks": len(ranks),
+        "hosts": sorted({r["host"] for r in ranks}),
+        "workload": rank0["workload"],
+        "throughput": {
+            "unit": "images/s",
+            # The sum of what each rank measured, not rank 0 times the number of ranks.
+            "total": sum(r["metrics"]["images_per_sec"] for r in ranks),
+            "per_rank": [{"rank": r["rank"], "host": r["host"], "images_per_sec": r["metrics"]["images_per_sec"],
+                          "step_time_s": r["metrics"]["step_time_s"]} for r in ranks],
+        },
+        "elapsed_s": finished - min(launched) if launched else None,
+        "time_to_first_step_s": max(r["metrics"]["time_to_first_step_s"] for r in ranks),
+        "loss": {"rank0": rank0["losses"]},
+        "versions": _versions(rank0),
+        "stack": rank0["provenance"]["stack"],
+        "launcher": rank0["provenance"]["launcher"],
+        "network": rank0["provenance"]["network"],
+        "provenance": rank0["provenance"],
+        "sanity": {"passed": all(c["passed"] for c in checks), "checks": checks},
+    }
+
+
+def render_markdown(summary: dict[str, Any]) -> str:
+    w = summary["workload"]
+    lines = [
+        f"# Run {summary['run_id']}",
+        "",
+        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {w['image_size']}px, {w['precision']}, "
+        f"{w['measured_steps']} measured steps after {w['warmup_steps']} warmup",
+        f"stack {summary['stack']}, launcher {summary['launcher']}, network {summary['network']}, "
+        f"{summary['ranks']} ranks on {len(summary['hosts'])} hosts",
+        "",
+        "| rank | host | images/s | step time mean (s) | step time 95% CI (s) |",
+        "|---:|---|---:|---:|---|",
+    ]
+    for r in summary["throughput"]["per_rank"]:
+        s = r["step_time_s"]
+        lines.append(f"| {r['rank']} | {r['host']} | {r['images_per_sec']:.1f} | {s['mean']:.4f} | "
+                     f"{s['ci95_low']:.4f} - {s['ci95_high']:.4f} |")
+    lines.append(f"| **total** | | **{summary['throughput']['total']:.1f}** | | |")
+    elapsed = summary["elapsed_s"]
+    lines += [
+        "",
+        f"job elapsed: {elapsed:.1f} s" if elapsed is not None else "job elapsed: unknown (no launch time)",
+        f"time to first step: {summary['time_to_first_step_s']:.1f} s",
+        "sanity: " + ("passed" if summary["sanity"]["passed"] else "FAILED: " + "; ".join(
+            c["detail"] for c in summary["sanity"]["checks"] if not c["passed"])),
+        "",
+        "| component | version |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {value if value is not None else '-'} |" for name, value in summary["versions"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def point_latest(run_dir: Path) -> Path:
+    """Point <results>/latest at run_dir, replacing the old link in one rename."""
+    link = run_dir.parent / LATEST
+    tmp = run_dir.parent / f".{LATEST}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run_dir.name)
+    os.replace(tmp, link)
+    return link
+
+
+def write(run_dir: Path) -> dict[str, Any]:
+    summary = summarize(run_dir)
+    results.save(results.SUMMARY, summary, run_dir / SUMMARY_JSON)
+    results.write_atomic(run_dir / SUMMARY_MD, render_markdown(summary))
+    point_latest(run_dir)
+    return summary

@@ -1,0 +1,91 @@
+# -*- coding: utf-8 -*-
+"""RDMA adapters from sysfs: PCI presence and, once a driver is bound, /sys/class/infiniband."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ansible_collections.hpcml.cluster.plugins.module_utils import pci
+
+RDMA_VENDORS = (pci.MELLANOX_VENDOR,)
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _state(value):
+    """'4: ACTIVE' -> 'ACTIVE'."""
+    if not value:
+        return None
+    return value.split(":", 1)[-1].strip()
+
+
+def _rate_gbps(value):
+    """'200 Gb/sec (4X HDR)' -> 200.0."""
+    match = re.match(r"^\s*([\d.]+)\s*Gb/sec", value or "")
+    return float(match.group(1)) if match else None
+
+
+def scan_devices(sysfs_root="/sys"):
+    base = os.path.join(sysfs_root, "class", "infiniband")
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    devices = []
+    for name in names:
+        path = os.path.join(base, name)
+        ports = []
+        ports_dir = os.path.join(path, "ports")
+        for port in sorted(os.listdir(ports_dir), key=int) if os.path.isdir(ports_dir) else []:
+            port_path = os.path.join(ports_dir, port)
+            rate = _read(os.path.join(port_path, "rate"))
+            ports.append({
+                "port": int(port),
+                "state": _state(_read(os.path.join(port_path, "state"))),
+                "phys_state": _state(_read(os.path.join(port_path, "phys_state"))),
+                "link_layer": _read(os.path.join(port_path, "link_layer")),
+                "rate": rate,
+                "rate_gbps": _rate_gbps(rate),
+            })
+        net_dir = os.path.join(path, "device", "net")
+        device_link = os.path.join(path, "device")
+        devices.append({
+            "name": name,
+            "hca_type": _read(os.path.join(path, "hca_type")),
+            "fw_ver": _read(os.path.join(path, "fw_ver")),
+            "node_guid": _read(os.path.join(path, "node_guid")),
+            "board_id": _read(os.path.join(path, "board_id")),
+            "pci_address": os.path.basename(os.path.realpath(device_link)) if os.path.exists(device_link) else None,
+            "netdevs": sorted(os.listdir(net_dir)) if os.path.isdir(net_dir) else [],
+            "ports": ports,
+        })
+    return devices
+
+
+def summarize(pci_devices, devices):
+    adapters = [d for d in pci_devices if d["vendor"] in RDMA_VENDORS
+                and d["class"] in (pci.CLASS_ETHERNET, pci.CLASS_INFINIBAND)]
+    active = [p for d in devices for p in d["ports"] if p["state"] == "ACTIVE"]
+    if devices:
+        reason = None
+    elif adapters:
+        reason = "RDMA adapters on the PCI bus but no RDMA driver bound (install OFED or rdma-core)"
+    else:
+        reason = "no RDMA adapter found on the PCI bus (vendor %s)" % ", ".join(RDMA_VENDORS)
+    return {
+        "present": bool(devices),
+        "reason": reason,
+        "pci_devices": [d["address"] for d in adapters],
+        "pci_count": len(adapters),
+        "devices": devices,
+        "count": len(devices),
+        "active_ports": len(active),
+        "link_layers": sorted({p["link_layer"] for d in devices for p in d["ports"] if p["link_layer"]}),
+    }

@@ -1,0 +1,86 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Report the NVIDIA GPUs a node really has
+description:
+  - Finds NVIDIA GPUs and NVSwitches on the PCI bus by vendor and class, so they are seen before any driver loads.
+  - Where C(nvidia-smi) is installed and answers, adds the driver and CUDA versions, per-GPU details from
+    C(nvidia-smi -q -x) and the interconnect matrix from C(nvidia-smi topo -m).
+  - Changes nothing; supports check mode.
+options:
+  sysfs_root:
+    description: Root of sysfs; tests point it at a recorded tree.
+    type: path
+    default: /sys
+  nvidia_smi:
+    description: Path of nvidia-smi; found on PATH when not given.
+    type: path
+author: hpcml
+"""
+
+EXAMPLES = r"""
+- name: Learn the node's GPUs
+  hpcml.cluster.gpu_facts:
+
+- name: Stop when fewer GPUs than asked for
+  ansible.builtin.assert:
+    that: ansible_facts.hpcml_gpu.count >= 8
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts under C(hpcml_gpu).
+  returned: always
+  type: dict
+  contains:
+    hpcml_gpu:
+      description: C(present), C(reason) when absent, C(pci_count), C(nvswitch_count), C(count) (GPUs the driver reports),
+        C(driver_version), C(cuda_version), C(gpus), C(topology).
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, pci
+
+
+def gather(module):
+    facts = gpu.from_pci(pci.scan(module.params["sysfs_root"]))
+    facts.update({"present": facts["pci_count"] > 0, "count": 0, "driver_version": None, "cuda_version": None,
+                  "gpus": [], "topology": None, "reason": None})
+    if not facts["present"]:
+        facts["reason"] = "no NVIDIA GPU found on the PCI bus (vendor %s)" % pci.NVIDIA_VENDOR
+        return facts
+    smi = module.params["nvidia_smi"] or module.get_bin_path("nvidia-smi")
+    if not smi:
+        facts["reason"] = "%d NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed" % facts["pci_count"]
+        return facts
+    rc, out, err = module.run_command([smi, "-q", "-x"])
+    if rc != 0:
+        facts["reason"] = "nvidia-smi failed (driver not loaded?): %s" % (err or out).strip()
+        return facts
+    facts.update(gpu.parse_smi_xml(out))
+    rc, out, _err = module.run_command([smi, "topo", "-m"])
+    if rc == 0:
+        facts["topology"] = gpu.parse_topo_matrix(out)
+    return facts
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "nvidia_smi": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(changed=False, ansible_facts={"hpcml_gpu": gather(module)})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rdma_facts
+short_description: Report the RDMA adapters (InfiniBand / RoCE) a node really has
+description:
+  - Finds Mellanox/NVIDIA network adapters on the PCI bus by vendor and class.
+  - Reads each RDMA device under C(/sys/class/infiniband) for its ports' state, physical state, link layer and rate.
+  - Changes nothing; supports check mode.
+options:
+  sysfs_root:
+    description: Root of sysfs; tests point it at a recorded tree.
+    type: path
+    default: /sys
+author: hpcml
+"""
+
+EXAMPLES = r"""
+- name: Learn the node's RDMA adapters
+  hpcml.cluster.rdma_facts:
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts under C(hpcml_rdma).
+  returned: always
+  type: dict
+  contains:
+    hpcml_rdma:
+      description: C(present), C(reason) when absent, C(pci_count), C(count), C(devices) with their C(ports),
+        C(active_ports), C(link_layers).
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.hpcml.cluster.plugins.module_utils import pci, rdma
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={"sysfs_root": {"type": "path", "default": "/sys"}},
+        supports_check_mode=True,
+    )
+    root = module.params["sysfs_root"]
+    facts = rdma.summarize(pci.scan(root), rdma.scan_devices(root))
+    module.exit_json(changed=False, ansible_facts={"hpcml_rdma": facts})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the lab node image: a minimal Debian root with systemd, sshd and python3 -
+# what a freshly installed bare machine offers Ansible, nothing more.
+# debootstrap + `podman import` because no registry can be reached.
+# Usage: build-image.sh IMAGE SUITE MIRROR
+set -euo pipefail
+image=${1:?image name}
+suite=${2:-bookworm}
+mirror=${3:-http://deb.debian.org/debian}
+
+work=$(mktemp -d /var/tmp/hpcml-lab-rootfs.XXXXXX)
+# A half-built root must never survive a failure: the next run starts clean.
+trap 'rm -rf "$work"' EXIT
+
+debootstrap --variant=minbase \
+  --include=systemd,systemd-sysv,dbus,openssh-server,python3,sudo,ca-certificates,iproute2,procps,kmod,pciutils \
+  "$suite" "$work/root" "$mirror"
+
+root=$work/root
+# Containers have no consoles or hardware clock; these units only fail and slow boot.
+for unit in getty@tty1.service console-getty.service systemd-udevd.service \
+            systemd-udev-trigger.service systemd-modules-load.service \
+            sys-kernel-config.mount sys-kernel-debug.mount systemd-remount-fs.service; do
+  ln -sf /dev/null "$root/etc/systemd/system/$unit"
+done
+# Host keys are made per node at first boot, not baked into the shared image.
+rm -f "$root"/etc/ssh/ssh_host_*
+mkdir -p "$root/etc/systemd/system/ssh.service.d"
+cat > "$root/etc/systemd/system/ssh.service.d/hostkeys.conf" <<'UNIT'
+[Service]
+ExecStartPre=
+ExecStartPre=/usr/bin/ssh-keygen -A
+ExecStartPre=/usr/sbin/sshd -t
+UNIT
+printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\n' \
+  > "$root/etc/ssh/sshd_config.d/lab.conf"
+echo "deb $mirror $suite main" > "$root/etc/apt/sources.list"
+echo "deb $mirror $suite-updates main" >> "$root/etc/apt/sources.list"
+: > "$root/etc/machine-id"
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+
+tar -C "$root" -c . | podman import \
+  --change 'CMD ["/sbin/init"]' \
+  --change 'ENV container=podman' \
+  --change 'STOPSIGNAL SIGRTMIN+3' \
+  - "$image"

@@ -7,11 +7,18 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 SITE = "site.yml"
 # Tags of site.yml's plays: provisioning and the benchmark are run separately.
 BENCHMARK_TAG = "benchmark"
+
+
+@dataclass(frozen=True)
+class Change:
+    play: str
+    task: str
+    host: str
 
 
 @dataclass
@@ -20,6 +27,7 @@ class Outcome:
     status: str
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -41,33 +49,47 @@ def find_project(start: Path | None = None) -> Path:
     raise FileNotFoundError(f"no {SITE} with ansible.cfg above {here}; run from the project or set HPCML_PROJECT_DIR")
 
 
+def failure_message(result: dict[str, Any]) -> str:
+    """What went wrong, from a task result; for loops, from the items that failed."""
+    items = [item for item in result.get("results", []) if isinstance(item, dict) and item.get("failed")]
+    if items:
+        return "; ".join(failure_message(item) for item in items)
+    return str(result.get("msg") or result.get("stderr") or result.get("reason") or "failed")
+
+
 class Progress:
     """Prints one line per play and task and every failure, from ansible-runner's event stream."""
 
-    def __init__(self, out: TextIO = sys.stderr) -> None:
+    def __init__(self, out: TextIO | None = sys.stderr) -> None:
         self.out = out
         self.failures: list[str] = []
+        self.changes: list[Change] = []
+
+    def _say(self, line: str) -> None:
+        if self.out is not None:
+            print(line, file=self.out, flush=True)
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
         data = event.get("event_data", {})
         if kind == "playbook_on_play_start":
-            print(f"== {data.get('play', '').strip()}", file=self.out, flush=True)
+            self._say(f"== {data.get('play', '').strip()}")
         elif kind == "playbook_on_task_start":
-            print(f"   - {data.get('task', '').strip()}", file=self.out, flush=True)
+            self._say(f"   - {data.get('task', '').strip()}")
+        elif kind == "runner_on_ok" and data.get("res", {}).get("changed"):
+            self.changes.append(Change(data.get("play", ""), data.get("task", ""), data.get("host", "")))
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
-            result = data.get("res", {})
-            message = result.get("msg") or result.get("stderr") or result.get("reason") or "failed"
+            message = failure_message(data.get("res", {}))
             line = f"{data.get('host')}: {data.get('task', '').strip()}: {message}"
             self.failures.append(line)
-            print(f"     FAILED {line}", file=self.out, flush=True)
+            self._say(f"     FAILED {line}")
         # Keep the event in the artifacts folder as well.
         return True
 
 
 def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, extravars: dict[str, Any] | None = None,
         tags: str | None = None, skip_tags: str | None = None, limit: str | None = None,
-        progress: Callable[[dict[str, Any]], bool] | None = None, runner_module: Any = None) -> Outcome:
+        progress: Progress | None = None, runner_module: Any = None) -> Outcome:
     if runner_module is None:
         import ansible_runner as runner_module  # noqa: PLC0415 - control-host extra
     handler = progress or Progress()
@@ -96,8 +118,7 @@ def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, ex
             kwargs["limit"] = limit
         result = runner_module.run(**kwargs)
         stats = result.stats or {}
-    return Outcome(rc=result.rc, status=result.status, stats=stats,
-                   failures=getattr(handler, "failures", []))
+    return Outcome(rc=result.rc, status=result.status, stats=stats, failures=handler.failures, changes=handler.changes)
 
 
 def print_recap(outcome: Outcome, out: TextIO = sys.stderr) -> None:

@@ -54,8 +54,8 @@ def _versions(rank0: dict[str, Any]) -> dict[str, str | None]:
         "horovod": prov["horovod"]["version"],
         "horovod_controller": prov["horovod"]["controller"],
         "mpi": prov.get("mpi"),
-        "cuda": prov["tensorflow"].get("cuda"),
-        "cudnn": prov["tensorflow"].get("cudnn"),
+        "tensorflow_built_cuda": prov["tensorflow"].get("cuda"),
+        "tensorflow_built_cudnn": prov["tensorflow"].get("cudnn"),
         "os": prov["os"],
         "kernel": prov["kernel"],
     }

@@ -51,7 +51,7 @@ def parse_smi_xml(text):
     return {
         "driver_version": _text(root, "driver_version"),
         "cuda_version": _text(root, "cuda_version"),
-        "count": len(gpus),
+        "driver_count": len(gpus),
         "gpus": gpus,
     }
 

@@ -85,7 +85,7 @@ def summarize(pci_devices, devices):
         "pci_devices": [d["address"] for d in adapters],
         "pci_count": len(adapters),
         "devices": devices,
-        "count": len(devices),
+        "device_count": len(devices),
         "active_ports": len(active),
         "link_layers": sorted({p["link_layer"] for d in devices for p in d["ports"] if p["link_layer"]}),
     }

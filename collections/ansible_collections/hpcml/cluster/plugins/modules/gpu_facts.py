@@ -30,7 +30,7 @@ EXAMPLES = r"""
 
 - name: Stop when fewer GPUs than asked for
   ansible.builtin.assert:
-    that: ansible_facts.hpcml_gpu.count >= 8
+    that: ansible_facts.hpcml_gpu.driver_count >= 8
 """
 
 RETURN = r"""
@@ -40,10 +40,12 @@ ansible_facts:
   type: dict
   contains:
     hpcml_gpu:
-      description: C(present), C(reason) when absent, C(pci_count), C(nvswitch_count), C(count) (GPUs the driver reports),
+      description: C(present), C(reason) when absent, C(pci_count), C(nvswitch_count), C(driver_count) (GPUs the driver reports),
         C(driver_version), C(cuda_version), C(gpus), C(topology).
       type: dict
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, pci
@@ -51,13 +53,13 @@ from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, pci
 
 def gather(module):
     facts = gpu.from_pci(pci.scan(module.params["sysfs_root"]))
-    facts.update({"present": facts["pci_count"] > 0, "count": 0, "driver_version": None, "cuda_version": None,
+    facts.update({"present": facts["pci_count"] > 0, "driver_count": 0, "driver_version": None, "cuda_version": None,
                   "gpus": [], "topology": None, "reason": None})
     if not facts["present"]:
         facts["reason"] = "no NVIDIA GPU found on the PCI bus (vendor %s)" % pci.NVIDIA_VENDOR
         return facts
     smi = module.params["nvidia_smi"] or module.get_bin_path("nvidia-smi")
-    if not smi:
+    if not smi or not os.access(smi, os.X_OK):
         facts["reason"] = "%d NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed" % facts["pci_count"]
         return facts
     rc, out, err = module.run_command([smi, "-q", "-x"])

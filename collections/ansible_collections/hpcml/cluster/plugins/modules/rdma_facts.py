@@ -32,7 +32,7 @@ ansible_facts:
   type: dict
   contains:
     hpcml_rdma:
-      description: C(present), C(reason) when absent, C(pci_count), C(count), C(devices) with their C(ports),
+      description: C(present), C(reason) when absent, C(pci_count), C(device_count), C(devices) with their C(ports),
         C(active_ports), C(link_layers).
       type: dict
 """

@@ -1,0 +1,79 @@
+# Quickstart:  make demo   (lab up + site.yml + summary)     make test   (the whole suite)
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+VENV ?= .venv
+LAB_NODES ?= 2
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export ANSIBLE_DEPRECATION_WARNINGS := False
+export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
+# Debian packages the control host needs for the lab and the tests.
+HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates
+
+.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench clean distclean
+
+help:
+	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
+	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
+	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) lab nodes;  make lab-down  remove them"
+	@echo "make bench     benchmarks of the project's own code"
+
+host-deps:
+	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/.installed: requirements-control.txt benchrunner/pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-control.txt
+	$(VENV)/bin/pip install -q --no-build-isolation -e 'benchrunner[control,test]'
+	touch $@
+
+deps: host-deps $(VENV)/.installed
+
+lab-image: deps
+	ansible-playbook playbooks/lab.yml --tags image
+
+lab-up: deps
+	ansible-playbook playbooks/lab.yml -e lab_nodes=$(LAB_NODES)
+
+lab-down: deps
+	ansible-playbook playbooks/lab.yml -e lab_state=absent
+
+demo: lab-up
+	ansible-playbook site.yml
+	@echo; benchrunner report --results-dir results
+
+test: deps lint unit molecule e2e
+
+lint: deps
+	yamllint --strict .
+	ansible-lint
+	ansible-playbook --syntax-check site.yml
+
+unit: deps
+	pytest -q benchrunner/tests tests/unit
+
+molecule: lab-image
+	molecule test --all
+
+# From bare nodes every time: a fresh lab, site.yml twice, results checked on the control host.
+e2e: deps
+	$(MAKE) --no-print-directory lab-down
+	$(MAKE) --no-print-directory lab-up
+	pytest -q tests/e2e
+
+bench: deps
+	python benchmarks/run.py
+
+docs: deps
+	python tools/role_readme.py
+
+clean:
+	rm -rf .cache results
+
+distclean: lab-down clean
+	-podman rmi localhost/hpcml-lab-node:bookworm
+	rm -rf $(VENV) $${HPCML_CACHE_DIR:-$$HOME/.cache/hpcml}

@@ -1,0 +1,59 @@
+"""Builders of valid result documents, so each test changes only what it is about."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchrunner import stats
+
+
+def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: str | None = None,
+                  step_times: list[float] | None = None, losses: list[float | None] | None = None,
+                  batch_size: int = 32) -> dict[str, Any]:
+    step_times = step_times or [0.10, 0.11, 0.09, 0.10]
+    losses = losses if losses is not None else [2.3, 2.2, 2.1, 2.0, 1.9, 1.8]
+    return {
+        "kind": "rank-result",
+        "schema_version": 1,
+        "run_id": run_id,
+        "rank": rank,
+        "size": size,
+        "local_rank": 0,
+        "local_size": 1,
+        "host": host or f"node{rank + 1}",
+        "workload": {"model": "small_cnn", "data": "synthetic", "batch_size": batch_size, "image_size": 32,
+                     "num_classes": 10, "precision": "fp32", "warmup_steps": 2, "measured_steps": len(step_times)},
+        "metrics": {
+            "images_per_sec": batch_size * len(step_times) / sum(step_times),
+            "step_time_s": stats.describe(step_times).as_dict(),
+            "time_to_first_step_s": 4.0 + rank,
+            "launched_at": 1000.0,
+            "started_at": 1001.0,
+            "finished_at": 1010.0 + rank,
+        },
+        "step_times_s": step_times,
+        "losses": losses,
+        "provenance": {
+            "benchrunner": {"version": "0.1.0", "git_commit": "abc123"},
+            "python": "3.11.2",
+            "tensorflow": {"version": "2.15.1", "cuda": "12.2", "cudnn": "8", "built_with_cuda": True},
+            "horovod": {"version": "0.28.1", "mpi_built": True, "gloo_built": True, "nccl_built": False,
+                        "controller": "mpi"},
+            "mpi": "Open MPI v4.1.4",
+            "os": "Debian GNU/Linux 12 (bookworm)",
+            "kernel": "6.1.0",
+            "cpu": {"model": "Xeon", "logical_cpus": 2, "machine": "x86_64"},
+            "gpus": [],
+            "stack": "baremetal",
+            "launcher": "mpirun",
+            "network": "tcp",
+            "environment": {"HOROVOD_FUSION_THRESHOLD": "67108864"},
+        },
+    }
+
+
+def write_json(path: Path, document: Any) -> Path:
+    path.write_text(json.dumps(document))
+    return path

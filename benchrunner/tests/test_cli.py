@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+from benchrunner import cli, results, summary
+from documents import write_json
+
+
+def test_summarize_prints_the_table_and_succeeds(run_dir, make_rank, capsys):
+    directory = run_dir(make_rank(0), make_rank(1))
+    assert cli.main(["summarize", str(directory)]) == 0
+    assert "| **total** |" in capsys.readouterr().out
+    assert (directory / "summary.json").is_file()
+
+
+def test_summarize_fails_a_run_that_failed_its_checks(run_dir, make_rank, capsys):
+    directory = run_dir(make_rank(0, size=3), make_rank(1, size=3))
+    assert cli.main(["summarize", str(directory)]) == 1
+    assert "not to be trusted" in capsys.readouterr().err
+
+
+def test_report_reads_latest(run_dir, make_rank, capsys):
+    directory = run_dir(make_rank(0), make_rank(1))
+    summary.write(directory)
+    capsys.readouterr()
+    assert cli.main(["report", "--results-dir", str(directory.parent)]) == 0
+    assert capsys.readouterr().out.startswith("# Run run-1")
+
+
+def test_schema_check_reports_each_file(tmp_path, make_rank, capsys):
+    good = write_json(tmp_path / "good.json", make_rank())
+    broken = make_rank()
+    broken["host"] = ""
+    bad = write_json(tmp_path / "bad.json", broken)
+    assert cli.main(["schema-check", str(good), str(bad)]) == 1
+    captured = capsys.readouterr()
+    assert f"{good}: ok" in captured.out
+    assert "at host" in captured.err
+
+
+def test_errors_become_messages_not_tracebacks(tmp_path, capsys):
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("benchrunner: ")
+
+
+def test_extra_vars_are_parsed_as_json_when_they_can_be():
+    assert cli._extravars(["a=1", "b=text", "c=[1, 2]", "d={\"x\": true}"]) == {
+        "a": 1, "b": "text", "c": [1, 2], "d": {"x": True}}
+    with pytest.raises(SystemExit):
+        cli._extravars(["novalue"])
+
+
+def test_train_rejects_unknown_model_before_importing_tensorflow(tmp_path, capsys):
+    assert cli.main(["train", "--run-id", "r", "--output-dir", str(tmp_path), "--model", "resnet9000"]) == 2
+    assert "unknown model 'resnet9000'" in capsys.readouterr().err
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("train", "summarize", "report", "schema-check", "deploy", "bench"):
+        assert command in out
+
+
+def test_summary_schema_is_valid_json_schema():
+    assert json.loads(json.dumps(results.schema(results.SUMMARY)))["$id"].endswith("summary.v1.json")

@@ -1,0 +1,82 @@
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from benchrunner import playbooks
+
+
+class FakeRunner:
+    """Stands in for ansible_runner: replays events to the handler, records the call."""
+
+    def __init__(self, events, rc=0, status="successful", stats=None):
+        self.events, self.rc, self.status, self.stats = events, rc, status, stats or {}
+        self.kwargs = None
+
+    def run(self, **kwargs):
+        self.kwargs = kwargs
+        for event in self.events:
+            kwargs["event_handler"](event)
+        return SimpleNamespace(rc=self.rc, status=self.status, stats=self.stats)
+
+
+def project(tmp_path):
+    (tmp_path / "site.yml").write_text("---\n")
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    return tmp_path
+
+
+def test_run_passes_the_project_and_options(tmp_path):
+    runner = FakeRunner([])
+    outcome = playbooks.run(project(tmp_path), inventory="inv", extravars={"stack": "baremetal"}, tags="benchmark",
+                            progress=playbooks.Progress(out=None), runner_module=runner)
+    assert outcome.ok
+    assert runner.kwargs["project_dir"] == str(tmp_path)
+    assert runner.kwargs["playbook"] == "site.yml"
+    assert runner.kwargs["inventory"] == str(Path("inv").resolve())
+    assert runner.kwargs["extravars"] == {"stack": "baremetal"}
+    assert runner.kwargs["tags"] == "benchmark"
+    assert runner.kwargs["envvars"]["ANSIBLE_CONFIG"] == str(tmp_path / "ansible.cfg")
+    assert "skip_tags" not in runner.kwargs
+
+
+def test_events_become_changes_and_failures(tmp_path):
+    events = [
+        {"event": "playbook_on_play_start", "event_data": {"play": "Node layer"}},
+        {"event": "runner_on_ok", "event_data": {"play": "Node layer", "task": "Install", "host": "n1",
+                                                 "res": {"changed": True}}},
+        {"event": "runner_on_ok", "event_data": {"play": "Node layer", "task": "Check", "host": "n1",
+                                                 "res": {"changed": False}}},
+        {"event": "runner_on_failed", "event_data": {"task": "Loop", "host": "n2", "res": {
+            "msg": "One or more items failed", "results": [{"failed": True, "msg": "no group 'nodes'"},
+                                                           {"failed": False, "msg": "fine"}]}}},
+        {"event": "runner_on_failed", "event_data": {"task": "Ignored", "host": "n2", "ignore_errors": True,
+                                                     "res": {"msg": "x"}}},
+        {"event": "runner_on_unreachable", "event_data": {"task": "Gather", "host": "n3", "res": {"msg": "timeout"}}},
+    ]
+    outcome = playbooks.run(project(tmp_path), progress=playbooks.Progress(out=None),
+                            runner_module=FakeRunner(events, rc=2, status="failed"))
+    assert not outcome.ok
+    assert outcome.changes == [playbooks.Change("Node layer", "Install", "n1")]
+    assert outcome.failures == ["n2: Loop: no group 'nodes'", "n3: Gather: timeout"]
+
+
+def test_changed_counts_from_stats():
+    outcome = playbooks.Outcome(rc=0, status="successful", stats={"changed": {"a": 2, "b": 1}})
+    assert outcome.changed() == 3
+    assert outcome.changed(["b"]) == 1
+
+
+def test_find_project_walks_up(tmp_path, monkeypatch):
+    monkeypatch.delenv("HPCML_PROJECT_DIR", raising=False)
+    nested = project(tmp_path) / "a" / "b"
+    nested.mkdir(parents=True)
+    assert playbooks.find_project(nested) == tmp_path.resolve()
+    monkeypatch.setenv("HPCML_PROJECT_DIR", str(tmp_path))
+    assert playbooks.find_project(Path("/")) == tmp_path.resolve()
+
+
+def test_find_project_explains_when_there_is_none(tmp_path, monkeypatch):
+    monkeypatch.delenv("HPCML_PROJECT_DIR", raising=False)
+    with pytest.raises(FileNotFoundError, match="no site.yml"):
+        playbooks.find_project(tmp_path)

@@ -1,0 +1,20 @@
+from benchrunner import provenance
+
+
+def test_records_communication_settings_but_never_secrets():
+    environ = {"NCCL_IB_HCA": "mlx5_0", "HOROVOD_FUSION_THRESHOLD": "0", "OMPI_MCA_btl": "tcp,self",
+               "NCCL_TOKEN": "x", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "y", "UCX_TLS": "rc"}
+    assert provenance.recorded_environment(environ) == {
+        "HOROVOD_FUSION_THRESHOLD": "0", "NCCL_IB_HCA": "mlx5_0", "OMPI_MCA_btl": "tcp,self", "UCX_TLS": "rc"}
+
+
+def test_os_release(tmp_path):
+    path = tmp_path / "os-release"
+    path.write_text('NAME="Ubuntu"\nPRETTY_NAME="Ubuntu 24.04.1 LTS"\nVERSION_ID="24.04"\n')
+    assert provenance.os_release(str(path)) == "Ubuntu 24.04.1 LTS"
+
+
+def test_cpu_model(tmp_path):
+    path = tmp_path / "cpuinfo"
+    path.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: fpu\n")
+    assert provenance.cpu_model(str(path)) == "Intel(R) Xeon(R) Platinum 8480+"

@@ -1,0 +1,78 @@
+import pytest
+
+from benchrunner import results, summary
+
+
+def checks_by_name(document):
+    return {c["name"]: c for c in document["sanity"]["checks"]}
+
+
+def test_total_is_the_sum_of_every_rank(run_dir, make_rank):
+    slow = make_rank(1, step_times=[0.2, 0.2, 0.2, 0.2])
+    document = summary.summarize(run_dir(make_rank(0), slow))
+    per_rank = [r["images_per_sec"] for r in document["throughput"]["per_rank"]]
+    assert per_rank == pytest.approx([320.0, 160.0])
+    assert document["throughput"]["total"] == pytest.approx(480.0)
+    assert document["ranks"] == 2
+    assert document["hosts"] == ["node1", "node2"]
+
+
+def test_elapsed_and_first_step_come_from_the_slowest_rank(run_dir, make_rank):
+    document = summary.summarize(run_dir(make_rank(0), make_rank(1)))
+    assert document["elapsed_s"] == pytest.approx(11.0)  # launch at 1000, last rank done at 1011
+    assert document["time_to_first_step_s"] == 5.0
+
+
+def test_clean_run_passes_sanity(run_dir, make_rank):
+    document = summary.summarize(run_dir(make_rank(0), make_rank(1)))
+    assert document["sanity"]["passed"] is True
+    results.validate(results.SUMMARY, document)
+
+
+def test_missing_rank_fails_sanity(run_dir, make_rank):
+    document = summary.summarize(run_dir(make_rank(0, size=3), make_rank(1, size=3)))
+    check = checks_by_name(document)["all ranks reported"]
+    assert check["passed"] is False
+    assert check["detail"] == "expected ranks 0..2, got [0, 1]"
+    assert document["sanity"]["passed"] is False
+
+
+def test_nan_loss_fails_sanity(run_dir, make_rank):
+    document = summary.summarize(run_dir(make_rank(0), make_rank(1, losses=[2.3, None, 2.1])))
+    assert checks_by_name(document)["loss is finite"] == {
+        "name": "loss is finite", "passed": False, "detail": "NaN loss on ranks [1]"}
+
+
+def test_ranks_disagreeing_on_steps_fail_sanity(run_dir, make_rank):
+    document = summary.summarize(run_dir(make_rank(0), make_rank(1, step_times=[0.1, 0.1])))
+    assert checks_by_name(document)["ranks agree on measured step count"]["passed"] is False
+
+
+def test_ranks_of_different_runs_fail_sanity(run_dir, make_rank):
+    document = summary.summarize(run_dir(make_rank(0), make_rank(1, run_id="other")))
+    assert checks_by_name(document)["one run id"]["passed"] is False
+
+
+def test_empty_run_folder_is_an_error(tmp_path):
+    with pytest.raises(results.ResultError, match="no rank-"):
+        summary.summarize(tmp_path)
+
+
+def test_write_produces_files_and_moves_latest(run_dir, make_rank):
+    first = run_dir(make_rank(0), make_rank(1))
+    summary.write(first)
+    assert results.load(results.SUMMARY, first / "summary.json")["run_id"] == "run-1"
+    markdown = (first / "summary.md").read_text()
+    assert "| **total** | | **640.0** | | |" in markdown
+    assert "| horovod | 0.28.1 |" in markdown
+    assert (first.parent / "latest").resolve() == first
+
+    second = run_dir(make_rank(0, run_id="run-2"), make_rank(1, run_id="run-2"))
+    summary.write(second)
+    assert (second.parent / "latest").resolve() == second
+    assert not [p for p in second.parent.iterdir() if p.name.startswith(".latest")]
+
+
+def test_markdown_names_failed_checks(run_dir, make_rank):
+    document = summary.summarize(run_dir(make_rank(0, size=3), make_rank(1, size=3)))
+    assert "sanity: FAILED: expected ranks 0..2, got [0, 1]" in summary.render_markdown(document)

@@ -1,0 +1,48 @@
+"""Bad input stops in preflight, with a message naming the fix, before anything changes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from lab import PROJECT, run_site
+
+
+def assert_stopped_in_preflight(outcome, expected: str) -> None:
+    assert not outcome.ok
+    assert any(expected in failure for failure in outcome.failures), outcome.failures
+    assert outcome.changes == [], outcome.changes
+
+
+def test_unknown_stack():
+    assert_stopped_in_preflight(run_site(extravars={"stack": "nonsense"}),
+                                "Unknown stack 'nonsense'. Set stack to one of: baremetal, k8s")
+
+
+def test_inventory_without_nodes_group(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    workers:\n      hosts:\n        gpu001: {}\n")
+    assert_stopped_in_preflight(run_site(inventory=str(inventory)), "has no hosts in group 'nodes'")
+
+
+def test_bad_version_string():
+    assert_stopped_in_preflight(run_site(extravars={"python_env_tensorflow_version": "2.15.x"}),
+                                "must look like 2.15.1")
+
+
+def test_more_gpus_asked_than_found():
+    assert_stopped_in_preflight(run_site(extravars={"benchrunner_gpus_per_node": 2}),
+                                "benchrunner_gpus_per_node is 2 but lab-node1 has 0 usable GPU(s)")
+
+
+def test_unknown_model():
+    assert_stopped_in_preflight(run_site(extravars={"benchrunner_model": "resnet9000"}),
+                                "benchrunner_model must be one of")
+
+
+def test_cli_reports_preflight_failure_through_ansible_runner():
+    result = subprocess.run([sys.executable, "-m", "benchrunner", "deploy", "--stack", "k8s"], cwd=PROJECT,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode != 0
+    assert "stack=k8s is not available in this release" in result.stderr
+    assert "status: failed" in result.stderr

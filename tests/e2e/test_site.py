@@ -1,0 +1,67 @@
+"""site.yml end to end on the lab: provisions, trains across every node, gathers every rank's results."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchrunner import results, summary
+from lab import PROJECT, run_site
+
+RESULTS = PROJECT / "results"
+BENCHMARK_PLAY_PREFIX = "Benchmark"
+
+
+@pytest.fixture(scope="module")
+def first_run():
+    outcome = run_site()
+    assert outcome.ok, outcome.failures
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def latest_summary(first_run):
+    return results.load(results.SUMMARY, RESULTS / summary.LATEST / summary.SUMMARY_JSON)
+
+
+def test_two_ranks_on_two_hosts(latest_summary):
+    assert latest_summary["ranks"] == 2
+    assert len(latest_summary["hosts"]) == 2
+    assert {r["host"] for r in latest_summary["throughput"]["per_rank"]} == set(latest_summary["hosts"])
+
+
+def test_throughput_is_the_sum_of_positive_per_rank_rates(latest_summary):
+    per_rank = [r["images_per_sec"] for r in latest_summary["throughput"]["per_rank"]]
+    assert all(rate > 0 for rate in per_rank)
+    assert latest_summary["throughput"]["total"] == pytest.approx(sum(per_rank))
+
+
+def test_run_passed_its_sanity_checks(latest_summary):
+    assert latest_summary["sanity"]["passed"], latest_summary["sanity"]["checks"]
+    assert len(latest_summary["loss"]["rank0"]) == (latest_summary["workload"]["warmup_steps"]
+                                                    + latest_summary["workload"]["measured_steps"])
+
+
+def test_every_rank_file_reached_the_control_host(latest_summary):
+    run_dir = (RESULTS / summary.LATEST).resolve()
+    assert run_dir.name == latest_summary["run_id"]
+    raw = sorted((run_dir / summary.RAW_DIR).glob("rank-*.json"))
+    assert [p.name for p in raw] == ["rank-00000.json", "rank-00001.json"]
+    assert (run_dir / summary.SUMMARY_MD).read_text().startswith(f"# Run {latest_summary['run_id']}")
+
+
+def test_provenance_names_the_stack_and_versions(latest_summary):
+    assert latest_summary["stack"] == "baremetal"
+    assert latest_summary["launcher"] == "mpirun"
+    assert latest_summary["versions"]["tensorflow"] == "2.15.1"
+    assert latest_summary["versions"]["horovod"] == "0.28.1"
+    assert latest_summary["versions"]["mpi"].startswith("Open MPI")
+    assert latest_summary["provenance"]["horovod"]["mpi_built"] is True
+
+
+def test_second_run_changes_nothing_in_provisioning(first_run):
+    second = run_site()
+    assert second.ok, second.failures
+    provisioning = [c for c in second.changes if not c.play.startswith(BENCHMARK_PLAY_PREFIX)]
+    assert provisioning == []
+    # The benchmark itself runs again and reports a new run.
+    assert any(c.play.startswith(BENCHMARK_PLAY_PREFIX) for c in second.changes)

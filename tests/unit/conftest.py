@@ -1,0 +1,56 @@
+"""Unit tests of the project's collection: its plugins import as `ansible_collections.hpcml.cluster`."""
+
+import sys
+
+import pytest
+
+from unit_paths import FIXTURES, PROJECT
+
+sys.path.insert(0, str(PROJECT / "collections"))
+
+
+@pytest.fixture
+def fixture_text():
+    return lambda name: (FIXTURES / name).read_text()
+
+
+@pytest.fixture
+def sysfs(tmp_path):
+    """Builds a fake /sys: PCI functions and RDMA devices, as the kernel lays them out."""
+
+    class Tree:
+        root = tmp_path
+
+        def pci(self, address, vendor, device, klass, driver=None, numa="0"):
+            path = tmp_path / "bus" / "pci" / "devices" / address
+            path.mkdir(parents=True)
+            (path / "vendor").write_text(vendor + "\n")
+            (path / "device").write_text(device + "\n")
+            (path / "class").write_text(klass + "\n")
+            (path / "numa_node").write_text(numa + "\n")
+            if driver:
+                target = tmp_path / "bus" / "pci" / "drivers" / driver
+                target.mkdir(parents=True, exist_ok=True)
+                (path / "driver").symlink_to(target)
+            return path
+
+        def ib_device(self, name, pci_path, ports, hca_type="MT4123", netdevs=()):
+            path = tmp_path / "class" / "infiniband" / name
+            path.mkdir(parents=True)
+            (path / "hca_type").write_text(hca_type + "\n")
+            (path / "fw_ver").write_text("20.39.1002\n")
+            (path / "node_guid").write_text("b859:9f03:00d4:1a2e\n")
+            (path / "board_id").write_text("MT_0000000223\n")
+            (path / "device").symlink_to(pci_path)
+            for netdev in netdevs:
+                (pci_path / "net" / netdev).mkdir(parents=True)
+            for number, (state, phys, layer, rate) in enumerate(ports, start=1):
+                port = path / "ports" / str(number)
+                port.mkdir(parents=True)
+                (port / "state").write_text(state + "\n")
+                (port / "phys_state").write_text(phys + "\n")
+                (port / "link_layer").write_text(layer + "\n")
+                (port / "rate").write_text(rate + "\n")
+            return path
+
+    return Tree()

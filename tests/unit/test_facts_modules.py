@@ -1,0 +1,75 @@
+"""The facts modules run by Ansible itself, against a fake sysfs and a stand-in nvidia-smi."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from unit_paths import FIXTURES, PROJECT
+
+
+def run_module(module, args):
+    env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
+    out = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "--check",
+                          "-m", f"hpcml.cluster.{module}", "-a", args],
+                         cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+    result = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert not result.get("failed"), result
+    assert result["changed"] is False
+    return result["ansible_facts"]
+
+
+def fake_nvidia_smi(tmp_path):
+    script = tmp_path / "nvidia-smi"
+    script.write_text("#!/bin/sh\n"
+                      f"case \"$1\" in -q) cat {FIXTURES / 'nvidia-smi-q-x.h100x8.xml'} ;;"
+                      f" topo) cat {FIXTURES / 'nvidia-smi-topo-m.h100x8.txt'} ;; *) exit 2 ;; esac\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_gpu_facts_on_a_gpu_node(sysfs, tmp_path):
+    for i, bus in enumerate(["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]):
+        sysfs.pci(f"0000:{bus}:00.0", "0x10de", "0x2330", "0x030200", driver="nvidia", numa=str(i // 4))
+    facts = run_module("gpu_facts", f"sysfs_root={sysfs.root} nvidia_smi={fake_nvidia_smi(tmp_path)}")["hpcml_gpu"]
+    assert facts["present"] is True
+    assert facts["reason"] is None
+    assert facts["pci_count"] == facts["driver_count"] == 8
+    assert facts["driver_version"] == "550.127.08"
+    assert facts["topology"]["nvlink"] is True
+
+
+def test_gpu_facts_on_a_node_without_gpus(sysfs):
+    sysfs.pci("0000:00:03.0", "0x1af4", "0x1000", "0x020000", driver="virtio-pci")
+    facts = run_module("gpu_facts", f"sysfs_root={sysfs.root}")["hpcml_gpu"]
+    assert facts["present"] is False
+    assert facts["driver_count"] == 0
+    assert facts["reason"] == "no NVIDIA GPU found on the PCI bus (vendor 0x10de)"
+
+
+def test_gpu_facts_with_gpus_but_no_driver_tools(sysfs, tmp_path):
+    sysfs.pci("0000:18:00.0", "0x10de", "0x2330", "0x030200")
+    facts = run_module("gpu_facts", f"sysfs_root={sysfs.root} nvidia_smi={tmp_path / 'absent'}")["hpcml_gpu"]
+    assert facts["present"] is True
+    assert facts["driver_count"] == 0
+    assert facts["reason"] == "1 NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed"
+
+
+def test_gpu_facts_when_the_driver_does_not_answer(sysfs, tmp_path):
+    sysfs.pci("0000:18:00.0", "0x10de", "0x2330", "0x030200")
+    broken = tmp_path / "nvidia-smi"
+    broken.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.' >&2\nexit 9\n")
+    broken.chmod(0o755)
+    facts = run_module("gpu_facts", f"sysfs_root={sysfs.root} nvidia_smi={broken}")["hpcml_gpu"]
+    assert facts["driver_count"] == 0
+    assert facts["reason"].startswith("nvidia-smi failed (driver not loaded?): NVIDIA-SMI has failed")
+
+
+def test_rdma_facts(sysfs):
+    device = sysfs.pci("0000:1a:00.0", "0x15b3", "0x101b", "0x020700", driver="mlx5_core")
+    sysfs.ib_device("mlx5_0", device, [("4: ACTIVE", "5: LinkUp", "InfiniBand", "400 Gb/sec (4X NDR)")])
+    facts = run_module("rdma_facts", f"sysfs_root={sysfs.root}")["hpcml_rdma"]
+    assert facts["present"] is True
+    assert facts["devices"][0]["ports"][0]["rate_gbps"] == 400.0

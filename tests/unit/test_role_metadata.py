@@ -1,0 +1,49 @@
+"""Every role documents what it takes: argument specs that mirror its defaults, a README naming each variable."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unit_paths import PROJECT
+
+ROLES = sorted(p for p in (PROJECT / "roles").iterdir() if p.is_dir())
+
+
+def load(path: Path):
+    return yaml.safe_load(path.read_text()) if path.is_file() else None
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
+def test_argument_specs_mirror_defaults(role):
+    defaults = load(role / "defaults" / "main.yml") or {}
+    specs = load(role / "meta" / "argument_specs.yml")
+    assert specs, f"{role.name} has no meta/argument_specs.yml"
+    options = specs["argument_specs"]["main"]["options"]
+    assert sorted(options) == sorted(defaults)
+    for name, value in defaults.items():
+        assert options[name].get("default") == value, name
+        assert options[name].get("description"), name
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
+def test_variables_carry_the_role_prefix(role):
+    defaults = load(role / "defaults" / "main.yml") or {}
+    assert [n for n in defaults if not n.startswith(role.name + "_")] == []
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
+def test_readme_lists_every_variable(role):
+    readme = role / "README.md"
+    assert readme.is_file(), f"{role.name} has no README.md"
+    text = readme.read_text()
+    defaults = load(role / "defaults" / "main.yml") or {}
+    assert [n for n in defaults if f"`{n}`" not in text] == []
+
+
+def test_readmes_are_generated_from_the_specs():
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, str(PROJECT / "tools" / "role_readme.py"), "--check"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr

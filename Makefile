@@ -65,8 +65,11 @@ e2e: deps
 	$(MAKE) --no-print-directory lab-up
 	pytest -q tests/e2e
 
+# Runs on a node: TensorFlow lives in the nodes' environment, not on the control host.
+BENCH_HOST ?= nodes[0]
 bench: deps
-	python benchmarks/run.py
+	ANSIBLE_STDOUT_CALLBACK=ansible.builtin.minimal ansible '$(BENCH_HOST)' -m ansible.builtin.script \
+	  -a 'cmd="benchmarks/harness_overhead.py --repeats 3" executable=/opt/hpcml/venv/bin/python'
 
 docs: deps
 	python tools/role_readme.py

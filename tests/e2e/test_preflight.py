@@ -46,3 +46,9 @@ def test_cli_reports_preflight_failure_through_ansible_runner():
     assert result.returncode != 0
     assert "stack=k8s is not available in this release" in result.stderr
     assert "status: failed" in result.stderr
+
+
+def test_passing_preflight_changes_nothing():
+    outcome = run_site(tags="preflight")
+    assert outcome.ok, outcome.failures
+    assert outcome.changes == []

@@ -73,3 +73,15 @@ def test_rdma_facts(sysfs):
     facts = run_module("rdma_facts", f"sysfs_root={sysfs.root}")["hpcml_rdma"]
     assert facts["present"] is True
     assert facts["devices"][0]["ports"][0]["rate_gbps"] == 400.0
+
+
+def test_every_plugin_documents_itself():
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
+    ansible_doc = str(Path(sys.executable).parent / "ansible-doc")
+    for kind, names in (("module", ["gpu_facts", "rdma_facts"]), ("filter", ["horovod_build"])):
+        out = subprocess.run([ansible_doc, "-t", kind, "--json"] + [f"hpcml.cluster.{n}" for n in names],
+                             cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+        assert out.returncode == 0, out.stderr
+        docs = json.loads(out.stdout)
+        for name in names:
+            assert docs[f"hpcml.cluster.{name}"]["doc"]["short_description"], name

@@ -67,3 +67,9 @@ def test_mpirun_starts_ranks_on_both_nodes(host):
     out = host.run("su - hpcbench -c 'mpirun -np 2 -H mol-node1:1,mol-node2:1 hostname'")
     assert out.rc == 0, out.stderr
     assert sorted(out.stdout.split()) == ["mol-node1", "mol-node2"]
+
+
+def test_only_the_current_cluster_key_is_authorized(host):
+    authorized = [line for line in host.file("/home/hpcbench/.ssh/authorized_keys").content_string.splitlines()
+                  if line.strip() and not line.startswith("#")]
+    assert len(authorized) == 1

@@ -15,7 +15,8 @@ CLASS_ETHERNET = "0x0200"
 CLASS_INFINIBAND = "0x0207"
 
 
-def _read(path):
+def read_value(path):
+    """A sysfs attribute's value, or None where the kernel does not provide it."""
     try:
         with open(path) as handle:
             return handle.read().strip()
@@ -23,25 +24,29 @@ def _read(path):
         return None
 
 
+def entries(path):
+    """Sorted names in a sysfs folder; none when the folder does not exist (no such hardware or driver)."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
 def scan(sysfs_root="/sys"):
     """Every PCI function under sysfs_root as {address, vendor, device, class, driver}."""
     base = os.path.join(sysfs_root, "bus", "pci", "devices")
-    try:
-        addresses = sorted(os.listdir(base))
-    except OSError:
-        return []
     devices = []
-    for address in addresses:
+    for address in entries(base):
         path = os.path.join(base, address)
         driver_link = os.path.join(path, "driver")
         driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
         devices.append({
             "address": address,
-            "vendor": _read(os.path.join(path, "vendor")),
-            "device": _read(os.path.join(path, "device")),
-            "class": (_read(os.path.join(path, "class")) or "")[:6],
+            "vendor": read_value(os.path.join(path, "vendor")),
+            "device": read_value(os.path.join(path, "device")),
+            "class": (read_value(os.path.join(path, "class")) or "")[:6],
             "driver": driver,
-            "numa_node": _read(os.path.join(path, "numa_node")),
+            "numa_node": read_value(os.path.join(path, "numa_node")),
         })
     return devices
 

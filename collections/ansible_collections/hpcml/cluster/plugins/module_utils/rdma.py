@@ -11,14 +11,6 @@ from ansible_collections.hpcml.cluster.plugins.module_utils import pci
 RDMA_VENDORS = (pci.MELLANOX_VENDOR,)
 
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
 def _state(value):
     """'4: ACTIVE' -> 'ACTIVE'."""
     if not value:
@@ -34,23 +26,19 @@ def _rate_gbps(value):
 
 def scan_devices(sysfs_root="/sys"):
     base = os.path.join(sysfs_root, "class", "infiniband")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
     devices = []
-    for name in names:
+    for name in pci.entries(base):
         path = os.path.join(base, name)
         ports = []
         ports_dir = os.path.join(path, "ports")
-        for port in sorted(os.listdir(ports_dir), key=int) if os.path.isdir(ports_dir) else []:
+        for port in sorted(pci.entries(ports_dir), key=int):
             port_path = os.path.join(ports_dir, port)
-            rate = _read(os.path.join(port_path, "rate"))
+            rate = pci.read_value(os.path.join(port_path, "rate"))
             ports.append({
                 "port": int(port),
-                "state": _state(_read(os.path.join(port_path, "state"))),
-                "phys_state": _state(_read(os.path.join(port_path, "phys_state"))),
-                "link_layer": _read(os.path.join(port_path, "link_layer")),
+                "state": _state(pci.read_value(os.path.join(port_path, "state"))),
+                "phys_state": _state(pci.read_value(os.path.join(port_path, "phys_state"))),
+                "link_layer": pci.read_value(os.path.join(port_path, "link_layer")),
                 "rate": rate,
                 "rate_gbps": _rate_gbps(rate),
             })
@@ -58,12 +46,12 @@ def scan_devices(sysfs_root="/sys"):
         device_link = os.path.join(path, "device")
         devices.append({
             "name": name,
-            "hca_type": _read(os.path.join(path, "hca_type")),
-            "fw_ver": _read(os.path.join(path, "fw_ver")),
-            "node_guid": _read(os.path.join(path, "node_guid")),
-            "board_id": _read(os.path.join(path, "board_id")),
+            "hca_type": pci.read_value(os.path.join(path, "hca_type")),
+            "fw_ver": pci.read_value(os.path.join(path, "fw_ver")),
+            "node_guid": pci.read_value(os.path.join(path, "node_guid")),
+            "board_id": pci.read_value(os.path.join(path, "board_id")),
             "pci_address": os.path.basename(os.path.realpath(device_link)) if os.path.exists(device_link) else None,
-            "netdevs": sorted(os.listdir(net_dir)) if os.path.isdir(net_dir) else [],
+            "netdevs": pci.entries(net_dir),
             "ports": ports,
         })
     return devices

@@ -14,13 +14,11 @@ description:
     C(nvidia-smi -q -x) and the interconnect matrix from C(nvidia-smi topo -m).
   - Changes nothing; supports check mode.
 options:
-  sysfs_root:
-    description: Root of sysfs; tests point it at a recorded tree.
-    type: path
-    default: /sys
   nvidia_smi:
     description: Path of nvidia-smi; found on PATH when not given.
     type: path
+extends_documentation_fragment:
+  - hpcml.cluster.sysfs
 author: hpcml
 """
 

@@ -12,11 +12,8 @@ description:
   - Finds Mellanox/NVIDIA network adapters on the PCI bus by vendor and class.
   - Reads each RDMA device under C(/sys/class/infiniband) for its ports' state, physical state, link layer and rate.
   - Changes nothing; supports check mode.
-options:
-  sysfs_root:
-    description: Root of sysfs; tests point it at a recorded tree.
-    type: path
-    default: /sys
+extends_documentation_fragment:
+  - hpcml.cluster.sysfs
 author: hpcml
 """
 

@@ -69,7 +69,7 @@ e2e: deps
 BENCH_HOST ?= nodes[0]
 bench: deps
 	ANSIBLE_STDOUT_CALLBACK=ansible.builtin.minimal ansible '$(BENCH_HOST)' -m ansible.builtin.script \
-	  -a 'cmd="benchmarks/harness_overhead.py --repeats 3" executable=/opt/hpcml/venv/bin/python'
+	  -a 'benchmarks/harness_overhead.py --repeats 5 executable=/opt/hpcml/venv/bin/python'
 
 docs: deps
 	python tools/role_readme.py

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from unit_paths import FIXTURES, PROJECT
 
 
@@ -41,30 +43,35 @@ def test_gpu_facts_on_a_gpu_node(sysfs, tmp_path):
     assert facts["topology"]["nvlink"] is True
 
 
-def test_gpu_facts_on_a_node_without_gpus(sysfs):
-    sysfs.pci("0000:00:03.0", "0x1af4", "0x1000", "0x020000", driver="virtio-pci")
-    facts = run_module("gpu_facts", f"sysfs_root={sysfs.root}")["hpcml_gpu"]
-    assert facts["present"] is False
+def broken_nvidia_smi(tmp_path):
+    script = tmp_path / "nvidia-smi"
+    script.write_text("#!/bin/sh\n"
+                      "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.' >&2\nexit 9\n")
+    script.chmod(0o755)
+    return script
+
+
+# (PCI function present, nvidia-smi to use, whether GPUs are present, the reason reported)
+UNUSABLE = {
+    "no GPU": (("0000:00:03.0", "0x1af4", "0x1000", "0x020000", "virtio-pci"), None, False,
+               "no NVIDIA GPU found on the PCI bus (vendor 0x10de)"),
+    "no driver tools": (("0000:18:00.0", "0x10de", "0x2330", "0x030200", None), lambda tmp: tmp / "absent", True,
+                        "1 NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed"),
+    "driver not answering": (("0000:18:00.0", "0x10de", "0x2330", "0x030200", None), broken_nvidia_smi, True,
+                             "nvidia-smi failed (driver not loaded?): NVIDIA-SMI has failed because it could not "
+                             "communicate with the NVIDIA driver."),
+}
+
+
+@pytest.mark.parametrize("case", UNUSABLE, ids=list(UNUSABLE))
+def test_gpu_facts_say_why_no_gpu_is_usable(case, sysfs, tmp_path):
+    (address, vendor, device, klass, driver), smi, present, reason = UNUSABLE[case]
+    sysfs.pci(address, vendor, device, klass, driver=driver)
+    args = f"sysfs_root={sysfs.root}" + (f" nvidia_smi={smi(tmp_path)}" if smi else "")
+    facts = run_module("gpu_facts", args)["hpcml_gpu"]
+    assert facts["present"] is present
     assert facts["driver_count"] == 0
-    assert facts["reason"] == "no NVIDIA GPU found on the PCI bus (vendor 0x10de)"
-
-
-def test_gpu_facts_with_gpus_but_no_driver_tools(sysfs, tmp_path):
-    sysfs.pci("0000:18:00.0", "0x10de", "0x2330", "0x030200")
-    facts = run_module("gpu_facts", f"sysfs_root={sysfs.root} nvidia_smi={tmp_path / 'absent'}")["hpcml_gpu"]
-    assert facts["present"] is True
-    assert facts["driver_count"] == 0
-    assert facts["reason"] == "1 NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed"
-
-
-def test_gpu_facts_when_the_driver_does_not_answer(sysfs, tmp_path):
-    sysfs.pci("0000:18:00.0", "0x10de", "0x2330", "0x030200")
-    broken = tmp_path / "nvidia-smi"
-    broken.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.' >&2\nexit 9\n")
-    broken.chmod(0o755)
-    facts = run_module("gpu_facts", f"sysfs_root={sysfs.root} nvidia_smi={broken}")["hpcml_gpu"]
-    assert facts["driver_count"] == 0
-    assert facts["reason"].startswith("nvidia-smi failed (driver not loaded?): NVIDIA-SMI has failed")
+    assert facts["reason"] == reason
 
 
 def test_rdma_facts(sysfs):

@@ -38,6 +38,13 @@ def test_run_passes_the_project_and_options(tmp_path):
     assert runner.kwargs["tags"] == "benchmark"
     assert runner.kwargs["envvars"]["ANSIBLE_CONFIG"] == str(tmp_path / "ansible.cfg")
     assert "skip_tags" not in runner.kwargs
+    assert "cmdline" not in runner.kwargs
+
+
+def test_check_mode_asks_for_check_and_diff(tmp_path):
+    runner = FakeRunner([])
+    playbooks.run(project(tmp_path), check=True, progress=playbooks.Progress(out=None), runner_module=runner)
+    assert runner.kwargs["cmdline"] == "--check --diff"
 
 
 def test_events_become_changes_and_failures(tmp_path):

@@ -65,3 +65,9 @@ def test_second_run_changes_nothing_in_provisioning(first_run):
     assert provisioning == []
     # The benchmark itself runs again and reports a new run.
     assert any(c.play.startswith(BENCHMARK_PLAY_PREFIX) for c in second.changes)
+
+
+def test_check_mode_on_the_provisioned_cluster_changes_nothing(first_run):
+    outcome = run_site(check=True)
+    assert outcome.ok, outcome.failures
+    assert outcome.changes == []

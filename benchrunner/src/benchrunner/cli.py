@@ -86,7 +86,7 @@ def _playbook(args: argparse.Namespace, *, tags: str | None, skip_tags: str | No
     if args.stack:
         extravars["stack"] = args.stack
     outcome = playbooks.run(project, inventory=args.inventory, extravars=extravars, tags=tags,
-                            skip_tags=skip_tags, limit=args.limit)
+                            skip_tags=skip_tags, limit=args.limit, check=getattr(args, "check", False))
     playbooks.print_recap(outcome)
     return 0 if outcome.ok else (outcome.rc or 1)
 
@@ -150,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("deploy", help="provision the cluster: site.yml without the benchmark, via ansible-runner")
     _add_playbook_options(p)
+    p.add_argument("--check", action="store_true", help="report what would change, change nothing (--check --diff)")
     p.set_defaults(func=cmd_deploy)
 
     p = sub.add_parser("bench", help="run the benchmark play of site.yml via ansible-runner")

@@ -88,7 +88,7 @@ class Progress:
 
 
 def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, extravars: dict[str, Any] | None = None,
-        tags: str | None = None, skip_tags: str | None = None, limit: str | None = None,
+        tags: str | None = None, skip_tags: str | None = None, limit: str | None = None, check: bool = False,
         progress: Progress | None = None, runner_module: Any = None) -> Outcome:
     if runner_module is None:
         import ansible_runner as runner_module  # noqa: PLC0415 - control-host extra
@@ -116,6 +116,8 @@ def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, ex
             kwargs["skip_tags"] = skip_tags
         if limit:
             kwargs["limit"] = limit
+        if check:
+            kwargs["cmdline"] = "--check --diff"
         result = runner_module.run(**kwargs)
         stats = result.stats or {}
     return Outcome(rc=result.rc, status=result.status, stats=stats, failures=handler.failures, changes=handler.changes)

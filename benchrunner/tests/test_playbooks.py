@@ -68,10 +68,14 @@ def test_events_become_changes_and_failures(tmp_path):
     assert outcome.failures == ["n2: Loop: no group 'nodes'", "n3: Gather: timeout"]
 
 
-def test_changed_counts_from_stats():
-    outcome = playbooks.Outcome(rc=0, status="successful", stats={"changed": {"a": 2, "b": 1}})
-    assert outcome.changed() == 3
-    assert outcome.changed(["b"]) == 1
+def test_recap_lists_every_host_with_its_counts(capsys):
+    outcome = playbooks.Outcome(rc=2, status="failed", stats={"ok": {"a": 5, "b": 3}, "changed": {"a": 2},
+                                                              "failures": {"b": 1}, "dark": {}})
+    playbooks.print_recap(outcome)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[1].split() == ["a", "5", "2", "0", "0"]
+    assert lines[2].split() == ["b", "3", "0", "1", "0"]
+    assert lines[3] == "status: failed (rc 2)"
 
 
 def test_find_project_walks_up(tmp_path, monkeypatch):

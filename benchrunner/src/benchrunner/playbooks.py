@@ -33,10 +33,6 @@ class Outcome:
     def ok(self) -> bool:
         return self.rc == 0 and self.status == "successful"
 
-    def changed(self, hosts: list[str] | None = None) -> int:
-        counts = self.stats.get("changed", {})
-        return sum(n for h, n in counts.items() if hosts is None or h in hosts)
-
 
 def find_project(start: Path | None = None) -> Path:
     """The project root: $HPCML_PROJECT_DIR, or the nearest folder upwards holding site.yml."""

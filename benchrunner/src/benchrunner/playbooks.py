@@ -119,7 +119,8 @@ def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, ex
     return Outcome(rc=result.rc, status=result.status, stats=stats, failures=handler.failures, changes=handler.changes)
 
 
-def print_recap(outcome: Outcome, out: TextIO = sys.stderr) -> None:
+def print_recap(outcome: Outcome, out: TextIO | None = None) -> None:
+    out = out or sys.stderr
     hosts = sorted({h for counts in outcome.stats.values() if isinstance(counts, dict) for h in counts})
     print(f"{'host':<24} {'ok':>5} {'changed':>8} {'failed':>7} {'unreachable':>12}", file=out)
     for host in hosts:

@@ -7,26 +7,28 @@ from pathlib import Path
 from typing import Any
 
 from benchrunner import stats
+from benchrunner.workload import Workload
 
 
 def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: str | None = None,
                   step_times: list[float] | None = None, losses: list[float | None] | None = None,
-                  batch_size: int = 32) -> dict[str, Any]:
+                  batch_size: int = 32, stack: str = "baremetal", model: str = "small_cnn") -> dict[str, Any]:
     step_times = step_times or [0.10, 0.11, 0.09, 0.10]
     losses = losses if losses is not None else [2.3, 2.2, 2.1, 2.0, 1.9, 1.8]
     return {
         "kind": "rank-result",
-        "schema_version": 1,
+        "schema_version": 2,
         "run_id": run_id,
         "rank": rank,
         "size": size,
         "local_rank": 0,
         "local_size": 1,
         "host": host or f"node{rank + 1}",
-        "workload": {"model": "small_cnn", "data": "synthetic", "batch_size": batch_size, "image_size": 32,
-                     "num_classes": 10, "precision": "fp32", "warmup_steps": 2, "measured_steps": len(step_times)},
+        "workload": Workload(model=model, batch_size=batch_size, warmup_steps=2,
+                             measured_steps=len(step_times)).record(),
         "metrics": {
             "images_per_sec": batch_size * len(step_times) / sum(step_times),
+            "measured_s": sum(step_times),
             "step_time_s": stats.describe(step_times).as_dict(),
             "time_to_first_step_s": 4.0 + rank,
             "launched_at": 1000.0,
@@ -46,7 +48,9 @@ def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: 
             "kernel": "6.1.0",
             "cpu": {"model": "Xeon", "logical_cpus": 2, "machine": "x86_64"},
             "gpus": [],
-            "stack": "baremetal",
+            "nvidia_driver": None,
+            "hcas": [],
+            "stack": stack,
             "launcher": "mpirun",
             "network": "tcp",
             "environment": {"HOROVOD_FUSION_THRESHOLD": "67108864"},
@@ -57,3 +61,15 @@ def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: 
 def write_json(path: Path, document: Any) -> Path:
     path.write_text(json.dumps(document))
     return path
+
+
+def allreduce_document(ranks: int = 2, *, run_id: str = "sweep-1", stack: str = "baremetal",
+                       busbw: float = 1e9) -> dict[str, Any]:
+    points = []
+    for size in (8, 1024, 1 << 20):
+        algbw = busbw * ranks / (2 * (ranks - 1)) if ranks > 1 else busbw
+        points.append({"bytes": size, "iterations": 10, "time_s": size / algbw, "algbw_bytes_per_s": algbw,
+                       "busbw_bytes_per_s": busbw})
+    provenance = rank_document(stack=stack)["provenance"]
+    return {"kind": "allreduce-result", "schema_version": 2, "run_id": run_id, "ranks": ranks, "host": "node1",
+            "points": points, "provenance": provenance}

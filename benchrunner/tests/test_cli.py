@@ -9,7 +9,7 @@ from documents import write_json
 def test_summarize_prints_the_table_and_succeeds(run_dir, make_rank, capsys):
     directory = run_dir(make_rank(0), make_rank(1))
     assert cli.main(["summarize", str(directory)]) == 0
-    assert "| **total** |" in capsys.readouterr().out
+    assert "| total |  | 640.0 |" in capsys.readouterr().out
     assert (directory / "summary.json").is_file()
 
 
@@ -51,17 +51,24 @@ def test_extra_vars_are_parsed_as_json_when_they_can_be():
 
 
 def test_train_rejects_unknown_model_before_importing_tensorflow(tmp_path, capsys):
-    assert cli.main(["train", "--run-id", "r", "--output-dir", str(tmp_path), "--model", "resnet9000"]) == 2
-    assert "unknown model 'resnet9000'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--run-id", "r", "--output-dir", str(tmp_path), "--model", "resnet9000"])
+    assert "invalid choice: 'resnet9000'" in capsys.readouterr().err
+
+
+def test_train_rejects_real_data_without_a_folder_before_importing_tensorflow(tmp_path, capsys):
+    assert cli.main(["train", "--run-id", "r", "--output-dir", str(tmp_path), "--data", "images"]) == 2
+    assert "data 'images' needs a data directory" in capsys.readouterr().err
 
 
 def test_help_lists_every_command(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
-    for command in ("train", "summarize", "report", "schema-check", "deploy", "bench"):
+    for command in ("train", "allreduce", "dataset", "launch", "campaign", "summarize", "report", "compare",
+                    "schema-check", "deploy", "bench"):
         assert command in out
 
 
 def test_summary_schema_is_valid_json_schema():
-    assert json.loads(json.dumps(results.schema(results.SUMMARY)))["$id"].endswith("summary.v1.json")
+    assert json.loads(json.dumps(results.schema(results.SUMMARY)))["$id"].endswith("summary.v2.json")

@@ -91,3 +91,13 @@ def test_find_project_explains_when_there_is_none(tmp_path, monkeypatch):
     monkeypatch.delenv("HPCML_PROJECT_DIR", raising=False)
     with pytest.raises(FileNotFoundError, match="no site.yml"):
         playbooks.find_project(tmp_path)
+
+
+def test_failed_commands_are_explained_by_their_own_last_words():
+    launch = {"msg": "non-zero return code", "rc": 1,
+              "stderr": "2026 tensorflow noise\nbenchrunner: data 'images' needs a data directory\nmpirun: aborted",
+              "stdout": ""}
+    assert playbooks.failure_message(launch) == "non-zero return code: data 'images' needs a data directory"
+    assert playbooks.failure_message({"msg": "non-zero return code", "stderr": "ssh: no route\n"}) == \
+        "non-zero return code: ssh: no route"
+    assert playbooks.failure_message({"msg": "Data could not be sent", "unreachable": True}) == "Data could not be sent"

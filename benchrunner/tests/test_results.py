@@ -29,8 +29,8 @@ def test_wrong_type_is_named_with_its_path(tmp_path, make_rank):
 
 def test_other_schema_version_is_refused(make_rank):
     document = make_rank()
-    document["schema_version"] = 2
-    with pytest.raises(results.ResultError, match="schema_version 2 is not the supported 1"):
+    document["schema_version"] = 1
+    with pytest.raises(results.ResultError, match="schema_version 1 is not the supported 2"):
         results.validate(results.RANK_RESULT, document)
 
 

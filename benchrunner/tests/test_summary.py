@@ -62,8 +62,10 @@ def test_write_produces_files_and_moves_latest(run_dir, make_rank):
     first = run_dir(make_rank(0), make_rank(1))
     summary.write(first)
     assert results.load(results.SUMMARY, first / "summary.json")["run_id"] == "run-1"
-    markdown = (first / "summary.md").read_text()
-    assert "| **total** | | **640.0** | | |" in markdown
+    markdown = (first / "report.md").read_text()
+    assert "| total |  | 640.0 |  |  |" in markdown
+    assert (first / "report.html").read_text().count("data:image/png;base64,") == 1
+    assert (first / "plots" / "loss.png").read_bytes().startswith(b"\x89PNG")
     assert "| horovod | 0.28.1 |" in markdown
     assert (first.parent / "latest").resolve() == first
 

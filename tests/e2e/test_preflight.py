@@ -36,8 +36,13 @@ def test_more_gpus_asked_than_found():
 
 
 def test_unknown_model():
-    assert_stopped_in_preflight(run_site(extravars={"benchrunner_model": "resnet9000"}),
-                                "benchrunner_model must be one of")
+    assert_stopped_in_preflight(run_site(extravars={"benchrunner_workload": {"model": "resnet9000"}}),
+                                "The benchmark settings are not valid: model 'resnet9000' is not one of")
+
+
+def test_more_ranks_than_nodes():
+    assert_stopped_in_preflight(run_site(extravars={"benchrunner_ranks": 3}),
+                                "3 ranks at 1 per node need 3 hosts, 2 given")
 
 
 def test_cli_reports_preflight_failure_through_ansible_runner():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchrunner import results, summary
+from benchrunner import report, results, summary
 from lab import PROJECT, run_site
 
 RESULTS = PROJECT / "results"
@@ -46,7 +46,8 @@ def test_every_rank_file_reached_the_control_host(latest_summary):
     assert run_dir.name == latest_summary["run_id"]
     raw = sorted((run_dir / summary.RAW_DIR).glob("rank-*.json"))
     assert [p.name for p in raw] == ["rank-00000.json", "rank-00001.json"]
-    assert (run_dir / summary.SUMMARY_MD).read_text().startswith(f"# Run {latest_summary['run_id']}")
+    assert (run_dir / report.REPORT_MD).read_text().startswith(f"# Run {latest_summary['run_id']}")
+    assert (run_dir / report.REPORT_HTML).is_file() and (run_dir / report.PLOTS_DIR / "loss.png").is_file()
 
 
 def test_provenance_names_the_stack_and_versions(latest_summary):

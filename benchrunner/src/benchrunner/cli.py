@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from benchrunner import __version__, results, summary
+import yaml
 
-STACKS = ("baremetal", "slurm", "k8s")
-LAUNCHERS = ("mpirun", "horovodrun", "srun", "mpijob")
-NETWORKS = ("tcp", "rdma", "ipoib", "overlay")
-PRECISIONS = ("fp32", "mixed_float16", "mixed_bfloat16")
-
+from benchrunner import __version__, campaign, dataset, kubernetes, launchers, report, results, summary
+from benchrunner.workload import Workload, add_arguments
 
 def _extravars(pairs: list[str]) -> dict[str, Any]:
     extravars: dict[str, Any] = {}
@@ -29,19 +27,78 @@ def _extravars(pairs: list[str]) -> dict[str, Any]:
     return extravars
 
 
+def _context(args: argparse.Namespace) -> Any:
+    from benchrunner import train  # noqa: PLC0415 - imports nothing heavy until run
+
+    return train.RunContext(run_id=args.run_id, output_dir=Path(args.output_dir), stack=args.stack,
+                            launcher=args.launcher, network=args.network,
+                            launched_at=train.launched_at_from_env(), git_commit=args.git_commit)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from benchrunner import train  # noqa: PLC0415 - imports TensorFlow lazily
 
-    config = train.TrainConfig(
-        run_id=args.run_id, output_dir=Path(args.output_dir), model=args.model, batch_size=args.batch_size,
-        image_size=args.image_size, num_classes=args.num_classes, precision=args.precision,
-        warmup_steps=args.warmup_steps, measured_steps=args.steps, learning_rate=args.learning_rate,
-        stack=args.stack, launcher=args.launcher, network=args.network,
-        launched_at=train.launched_at_from_env(), git_commit=args.git_commit)
-    document = train.run(config)
+    document = train.run(Workload.from_args(args), _context(args))
     print(f"rank {document['rank']}/{document['size']} on {document['host']}: "
           f"{document['metrics']['images_per_sec']:.1f} images/s")
     return 0
+
+
+def cmd_allreduce(args: argparse.Namespace) -> int:
+    from benchrunner import allreduce  # noqa: PLC0415 - imports TensorFlow lazily
+
+    document = allreduce.run(_context(args), args.min_bytes, args.max_bytes)
+    largest = document["points"][-1]
+    print(f"allreduce over {document['ranks']} ranks: {largest['bytes']} bytes at "
+          f"{largest['algbw_bytes_per_s'] / 1e9:.3f} GB/s algorithm, {largest['busbw_bytes_per_s'] / 1e9:.3f} GB/s bus bandwidth")
+    return 0
+
+
+def cmd_dataset(args: argparse.Namespace) -> int:
+    directory = dataset.generate(Path(args.directory), dataset.Spec(args.images, args.image_size, args.seed))
+    print(f"{directory}: {args.images} images of {args.image_size}px with {dataset.LABELS_CSV}")
+    if args.tfrecord_shards:
+        from benchrunner import data  # noqa: PLC0415 - writing TFRecords needs TensorFlow
+        import tensorflow as tf  # noqa: PLC0415
+
+        shards = data.write_tfrecords(tf, directory, args.tfrecord_shards)
+        print(f"{directory / data.TFRECORD_DIR}: {len(shards)} TFRecord shards")
+    return 0
+
+
+def _job(args: argparse.Namespace) -> launchers.Job:
+    env = tuple(sorted((k, str(v)) for k, v in _extravars(args.env).items()))
+    job = launchers.Job(
+        run_id=args.run_id, output_dir=args.output_dir, ranks=args.ranks,
+        hosts=tuple(h for h in args.hosts.split(",") if h) if args.hosts else (), gpus_per_node=args.gpus_per_node,
+        workload=Workload.from_args(args), program=args.program, stack=args.stack, launcher=args.launcher,
+        network=args.network, env=env,
+        # In a container image benchrunner is on PATH; on nodes, the one beside this Python.
+        benchrunner=args.benchrunner or ("benchrunner" if args.launcher == "mpijob" else _default_benchrunner()), extra_args=tuple(args.launcher_arg),
+        git_commit=args.git_commit, allreduce_min_bytes=args.min_bytes, allreduce_max_bytes=args.max_bytes)
+    job.validate()
+    return job
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    job = _job(args)
+    if args.launcher == "mpijob":
+        manifest = launchers.mpijob_manifest(job, image=args.image, namespace=args.namespace,
+                                             network_attachment=args.network_attachment,
+                                             results_claim=args.results_claim)
+        kubernetes.validate_mpijob(manifest)
+        sys.stdout.write(yaml.safe_dump(manifest, sort_keys=False))
+        if not args.dry_run:
+            print("benchrunner: applying an MPIJob needs the Kubernetes stack; the manifest above is valid "
+                  "and can be applied with kubectl", file=sys.stderr)
+            return 3
+        return 0
+    return launchers.execute(job, dry_run=args.dry_run, partition=args.partition, mpi=args.slurm_mpi)
+
+
+def _run_dir(value: str) -> Path:
+    path = Path(value)
+    return path.resolve() if path.exists() else path
 
 
 def _run_dir(value: str) -> Path:
@@ -50,7 +107,12 @@ def _run_dir(value: str) -> Path:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    document = summary.write(_run_dir(args.run_dir))
+    run_dir = _run_dir(args.run_dir)
+    if (run_dir / summary.RAW_DIR / "allreduce.json").exists():
+        summary.write_sweep(run_dir)
+        sys.stdout.write((run_dir / report.REPORT_MD).read_text())
+        return 0
+    document = summary.write(run_dir)
     sys.stdout.write(summary.render_markdown(document))
     if not document["sanity"]["passed"]:
         print("benchrunner: the run failed its sanity checks; its numbers are not to be trusted", file=sys.stderr)
@@ -58,11 +120,84 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _campaign_dir(results_dir: Path, value: str) -> Path | None:
+    for candidate in (Path(value), campaign.directory(results_dir, value)):
+        if (candidate / campaign.STATE_JSON).is_file():
+            return candidate
+    return None
+
+
+def _runs_of(results_dir: Path, value: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The completed runs a report is about: a campaign's (by folder or name), or one run's."""
+    campaign_dir = _campaign_dir(results_dir, value)
+    if campaign_dir:
+        state = results.load(results.CAMPAIGN_STATE, campaign_dir / campaign.STATE_JSON)
+        done = sorted(run_id for run_id, entry in state["runs"].items() if entry["status"] == "done")
+        summaries, sweeps = report.load_runs(results_dir, done)
+        return summaries, sweeps, state["campaign"]
+    run_dir = _run_dir(value)
+    summaries, sweeps = report.load_runs(run_dir.parent, [run_dir.name])
+    return summaries, sweeps, run_dir.resolve().name
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    run_dir = _run_dir(args.run_dir) if args.run_dir else Path(args.results_dir) / summary.LATEST
-    document = results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON)
-    sys.stdout.write(summary.render_markdown(document))
+    results_dir = Path(args.results_dir)
+    target = args.target or str(results_dir / summary.LATEST)
+    campaign_dir = _campaign_dir(results_dir, target)
+    if campaign_dir is None:
+        run_dir = _run_dir(target)
+        if (run_dir / summary.RAW_DIR / "allreduce.json").exists():
+            summary.write_sweep(run_dir)
+        else:
+            summary.write(run_dir)
+        sys.stdout.write((run_dir / report.REPORT_MD).read_text())
+        return 0
+    summaries, sweeps, name = _runs_of(results_dir, str(campaign_dir))
+    state = results.load(results.CAMPAIGN_STATE, campaign_dir / campaign.STATE_JSON)
+    failed = {run_id: e["reason"] for run_id, e in sorted(state["runs"].items()) if e["status"] == "failed"}
+    intro = [f"Campaign {name}: {len(summaries) + len(sweeps)} runs done, {len(failed)} failed."]
+    intro += [f"failed: {run_id}: {reason}" for run_id, reason in failed.items()]
+    path = report.write(campaign_dir, f"Campaign {name}", summaries, sweeps, lambda d: d["provenance"]["stack"], intro)
+    sys.stdout.write(path.read_text())
+    print(f"\nreport: {path} and {path.with_name(report.REPORT_HTML)}", file=sys.stderr)
     return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    results_dir = Path(args.results_dir)
+    a_summaries, a_sweeps, a_name = _runs_of(results_dir, args.a)
+    b_summaries, b_sweeps, b_name = _runs_of(results_dir, args.b)
+    if a_name == b_name:
+        a_name, b_name = f"A:{a_name}", f"B:{b_name}"
+    labels = {id(d): a_name for d in a_summaries + a_sweeps} | {id(d): b_name for d in b_summaries + b_sweeps}
+    out = Path(args.output) if args.output else results_dir / "compare" / f"{a_name}--{b_name}".replace(":", "_")
+    intro = [f"A = {a_name} ({len(a_summaries)} training runs), B = {b_name} ({len(b_summaries)} training runs); "
+             "ratios are B / A for the same workload and GPU count."]
+    path = report.write(out, f"{b_name} compared with {a_name}", a_summaries + b_summaries, a_sweeps + b_sweeps,
+                        lambda d: labels[id(d)], intro)
+    sys.stdout.write(path.read_text())
+    print(f"\nreport: {path} and {path.with_name(report.REPORT_HTML)}", file=sys.stderr)
+    return 0
+
+
+def cmd_campaign(args: argparse.Namespace) -> int:
+    document = campaign.load(Path(args.file))
+    results_dir = Path(args.results_dir).resolve()
+    if args.plan:
+        for run_ in campaign.plan(document):
+            print(run_.run_id)
+        return 0
+    from benchrunner import playbooks  # noqa: PLC0415 - needs the control extra
+
+    project = playbooks.find_project(Path(args.project_dir) if args.project_dir else None)
+    execute = campaign.playbook_executor(project, results_dir, document, inventory=args.inventory, limit=args.limit)
+    state = campaign.run(document, Path(args.file).resolve(), results_dir, execute,
+                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+    tally = campaign.counts(state, campaign.plan(document))
+    print(f"campaign {document['name']}: {tally['done']} done, {tally['failed']} failed", file=sys.stderr)
+    if tally["done"]:
+        cmd_report(argparse.Namespace(results_dir=str(results_dir), target=document["name"]))
+    return 0 if not tally["failed"] else 1
 
 
 def cmd_schema_check(args: argparse.Namespace) -> int:
@@ -110,39 +245,110 @@ def _add_playbook_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project-dir", help="project root (default: found upwards from here)")
 
 
+def _add_context(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("run (where results go and what they record)")
+    group.add_argument("--run-id", required=True)
+    group.add_argument("--output-dir", required=True, help="folder every rank writes its result into")
+    group.add_argument("--stack", choices=launchers.STACKS, default="baremetal")
+    group.add_argument("--launcher", choices=launchers.LAUNCHERS, default="mpirun")
+    group.add_argument("--network", choices=launchers.NETWORKS, default="tcp",
+                       help="how ranks talk, recorded with the results; sets NCCL's variables when launching")
+    group.add_argument("--git-commit", help="the project's commit, recorded with the results")
+
+
+def _add_sweep(parser: argparse.ArgumentParser) -> None:
+    from benchrunner.allreduce import MAX_BYTES, MIN_BYTES  # noqa: PLC0415 - imports nothing heavy
+
+    group = parser.add_argument_group("allreduce sweep")
+    group.add_argument("--min-bytes", type=int, default=MIN_BYTES)
+    group.add_argument("--max-bytes", type=int, default=MAX_BYTES)
+
+
+def _default_benchrunner() -> str:
+    """The benchrunner beside this Python: the same environment on every node."""
+    return shutil.which("benchrunner", path=str(Path(sys.executable).parent)) or "benchrunner"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchrunner",
-        description="Horovod TensorFlow training benchmark for GPU clusters. On the control host: "
-                    "'deploy' provisions, 'bench' runs the benchmark, 'report' shows the result.")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Horovod TensorFlow training benchmark for GPU clusters, on bare metal or Kubernetes.",
+        epilog="On the control host, in the project folder:\n"
+               "  benchrunner deploy                      provision the cluster (site.yml without the benchmark)\n"
+               "  benchrunner bench                       one benchmark run; results in results/<run-id>/\n"
+               "  benchrunner campaign campaigns/lab.yml  a matrix of runs, resumable; ends with its report\n"
+               "  benchrunner report [RUN|CAMPAIGN]       Markdown, HTML and plots (default: results/latest)\n"
+               "  benchrunner compare A B                 B relative to A (runs or campaigns)\n"
+               "On the nodes, launchers run 'train' or 'allreduce' on every rank.")
     parser.add_argument("--version", action="version", version=f"benchrunner {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train on this rank and write its result (run by the launcher on every rank)")
-    p.add_argument("--run-id", required=True)
-    p.add_argument("--output-dir", required=True, help="folder for rank-NNNNN.json")
-    p.add_argument("--model", default="small_cnn")
-    p.add_argument("--batch-size", type=int, default=32, help="images per rank per step")
-    p.add_argument("--image-size", type=int, default=32)
-    p.add_argument("--num-classes", type=int, default=10)
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--steps", type=int, default=20, help="measured steps")
-    p.add_argument("--learning-rate", type=float, default=0.01, help="per rank; scaled by the number of ranks")
-    p.add_argument("--stack", choices=STACKS, default="baremetal")
-    p.add_argument("--launcher", choices=LAUNCHERS, default="mpirun")
-    p.add_argument("--network", choices=NETWORKS, default="tcp")
-    p.add_argument("--git-commit")
+    p = sub.add_parser("train", help="train on this rank and write its result (what every rank runs)")
+    _add_context(p)
+    add_arguments(p)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("summarize", help="check a run's rank files and write summary.json and summary.md")
+    p = sub.add_parser("allreduce", help="time Horovod allreduce over message sizes (what every rank runs)")
+    _add_context(p)
+    _add_sweep(p)
+    p.set_defaults(func=cmd_allreduce)
+
+    p = sub.add_parser("dataset", help="write a small ChestX-ray14-style dataset (PNGs + labels CSV)")
+    p.add_argument("directory")
+    p.add_argument("--images", type=int, default=dataset.Spec.images)
+    p.add_argument("--image-size", type=int, default=dataset.Spec.image_size)
+    p.add_argument("--seed", type=int, default=dataset.Spec.seed)
+    p.add_argument("--tfrecord-shards", type=int, default=0, help="also write this many TFRecord shards (needs TensorFlow)")
+    p.set_defaults(func=cmd_dataset)
+
+    p = sub.add_parser("launch", help="start a job on the cluster with one of the launchers (or print it: --dry-run)")
+    _add_context(p)
+    group = p.add_argument_group("job")
+    group.add_argument("--program", choices=launchers.PROGRAMS, default="train")
+    group.add_argument("--ranks", type=int, required=True, help="total ranks (= GPUs when gpus-per-node > 0)")
+    group.add_argument("--hosts", help="comma-separated hosts for mpirun and horovodrun, filled in order")
+    group.add_argument("--gpus-per-node", type=int, default=0, help="0 trains on CPUs, one rank per node")
+    group.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="environment for every rank")
+    group.add_argument("--launcher-arg", action="append", default=[], metavar="ARG",
+                       help="passed to the launcher as it is (repeatable), e.g. --launcher-arg=--mca ...")
+    group.add_argument("--benchrunner", help="benchrunner on the nodes or in the image "
+                       "(default: the one beside this Python; 'benchrunner' in an MPIJob image)")
+    group.add_argument("--dry-run", action="store_true", help="print the command, script or manifest; start nothing")
+    group.add_argument("--partition", help="Slurm partition")
+    group.add_argument("--slurm-mpi", default="pmix", help="srun --mpi plugin (pmix, pmi2)")
+    group.add_argument("--image", default="benchrunner:latest", help="MPIJob container image")
+    group.add_argument("--namespace", default="default", help="MPIJob namespace")
+    group.add_argument("--network-attachment", help="Multus network for MPIJob workers")
+    group.add_argument("--results-claim", help="ReadWriteMany PVC the MPIJob's ranks write results to")
+    add_arguments(p)
+    _add_sweep(p)
+    p.set_defaults(func=cmd_launch)
+
+    p = sub.add_parser("campaign", help="run a campaign file: every point x repeat, skipping what is done")
+    p.add_argument("file")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--plan", action="store_true", help="list the campaign's run ids and stop")
+    p.add_argument("-i", "--inventory", help="inventory path (default: the one in ansible.cfg, the lab)")
+    p.add_argument("--limit", help="limit the runs to these hosts or groups")
+    p.add_argument("--project-dir", help="project root (default: found upwards from here)")
+    p.set_defaults(func=cmd_campaign)
+
+    p = sub.add_parser("summarize", help="check a run's rank files; write summary.json, report.md and report.html")
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_summarize)
 
-    p = sub.add_parser("report", help="print a run's summary (default: results/latest)")
-    p.add_argument("run_dir", nargs="?")
+    p = sub.add_parser("report", help="report on a run or a campaign (default: results/latest)")
+    p.add_argument("target", nargs="?", help="a run folder, a campaign folder or a campaign name")
     p.add_argument("--results-dir", default="results")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="compare two runs or campaigns (e.g. bare metal and Kubernetes)")
+    p.add_argument("a", help="the reference: run folder, campaign folder or campaign name")
+    p.add_argument("b")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("-o", "--output", help="report folder (default: results/compare/A--B)")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("schema-check", help="validate result files against their schema")
     p.add_argument("files", nargs="+")

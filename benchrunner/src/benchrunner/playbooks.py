@@ -50,7 +50,20 @@ def failure_message(result: dict[str, Any]) -> str:
     items = [item for item in result.get("results", []) if isinstance(item, dict) and item.get("failed")]
     if items:
         return "; ".join(failure_message(item) for item in items)
-    return str(result.get("msg") or result.get("stderr") or result.get("reason") or "failed")
+    message = str(result.get("msg") or result.get("reason") or "failed")
+    detail = _last_words(result)
+    return f"{message}: {detail}" if detail and detail not in message else message
+
+
+def _last_words(result: dict[str, Any]) -> str:
+    """A failed command's own explanation: benchrunner's error line, else the last line of its stderr."""
+    stderr = str(result.get("stderr") or "")
+    text = stderr + "\n" + str(result.get("stdout") or "")
+    own = [line for line in text.splitlines() if line.startswith("benchrunner: ")]
+    if own:
+        return own[-1].removeprefix("benchrunner: ")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 class Progress:

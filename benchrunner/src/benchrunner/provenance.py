@@ -6,6 +6,7 @@ import os
 import platform
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from benchrunner import __version__
@@ -58,6 +59,43 @@ def mpi_version(hvd: Any) -> str | None:
     return "MPI (version unknown)"
 
 
+def nccl_version(code: int) -> str | None:
+    """NCCL_VERSION_CODE as Horovod reports it: major*10000 + minor*100 + patch since NCCL 2.9, else *1000."""
+    if not code:
+        return None
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def nvidia_driver(path: str = "/sys/module/nvidia/version") -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def hcas(root: str = "/sys/class/infiniband") -> list[dict[str, Any]]:
+    """RDMA devices and their ports: link layer, state and rate, as the kernel reports them."""
+    found = []
+    for device in sorted(Path(root).glob("*")):
+        ports = [{"port": int(port.name), "state": _read(port / "state"), "rate": _read(port / "rate"),
+                  "link_layer": _read(port / "link_layer")}
+                 for port in sorted((device / "ports").glob("*"), key=lambda p: int(p.name) if p.name.isdigit() else 0)
+                 if port.name.isdigit()]
+        found.append({"name": device.name, "board_id": _read(device / "board_id"),
+                      "fw_ver": _read(device / "fw_ver"), "ports": ports})
+    return found
+
+
 def collect(tf: Any, hvd: Any, *, stack: str, launcher: str, network: str, git_commit: str | None) -> dict[str, Any]:
     build = tf.sysconfig.get_build_info()
     return {
@@ -74,6 +112,7 @@ def collect(tf: Any, hvd: Any, *, stack: str, launcher: str, network: str, git_c
             "mpi_built": bool(hvd.mpi_built()),
             "gloo_built": bool(hvd.gloo_built()),
             "nccl_built": bool(hvd.nccl_built()),
+            "nccl": nccl_version(int(hvd.nccl_built())),
             "controller": "mpi" if hvd.mpi_enabled() else "gloo",
         },
         "mpi": mpi_version(hvd),
@@ -81,6 +120,8 @@ def collect(tf: Any, hvd: Any, *, stack: str, launcher: str, network: str, git_c
         "kernel": platform.release(),
         "cpu": {"model": cpu_model(), "logical_cpus": os.cpu_count() or 0, "machine": platform.machine()},
         "gpus": [_gpu_name(tf, d) for d in tf.config.list_physical_devices("GPU")],
+        "nvidia_driver": nvidia_driver(),
+        "hcas": hcas(),
         "stack": stack,
         "launcher": launcher,
         "network": network,

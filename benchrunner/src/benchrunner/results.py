@@ -15,7 +15,12 @@ from referencing import Registry, Resource
 
 RANK_RESULT = "rank-result"
 SUMMARY = "summary"
-SCHEMA_VERSION = 1
+ALLREDUCE_RESULT = "allreduce-result"
+CAMPAIGN = "campaign"
+CAMPAIGN_STATE = "campaign-state"
+# Documents that carry their kind and schema_version; a campaign file is written by hand and carries neither.
+KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE)
+SCHEMA_VERSION = 2
 
 
 class ResultError(ValueError):
@@ -31,13 +36,13 @@ def schema(kind: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
 @cache
 def _registry() -> Registry:
     """Every schema by its $id, so one schema can refer to another's definitions."""
-    documents = [schema(kind) for kind in (RANK_RESULT, SUMMARY)]
+    documents = [schema(kind) for kind in (*KINDS, CAMPAIGN)]
     return Registry().with_resources((doc["$id"], Resource.from_contents(doc)) for doc in documents)
 
 
 def validate(kind: str, document: dict[str, Any], source: str = "document") -> None:
     version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if kind != CAMPAIGN and version != SCHEMA_VERSION:
         raise ResultError(f"{source}: schema_version {version!r} is not the supported {SCHEMA_VERSION}")
     errors = sorted(jsonschema.Draft202012Validator(schema(kind), registry=_registry()).iter_errors(document), key=lambda e: list(e.path))
     if errors:
@@ -82,6 +87,6 @@ def load(kind: str, path: Path) -> dict[str, Any]:
 
 def kind_of(document: dict[str, Any]) -> str:
     kind = document.get("kind")
-    if kind not in (RANK_RESULT, SUMMARY):
+    if kind not in KINDS:
         raise ResultError(f"unknown result kind {kind!r}")
     return kind

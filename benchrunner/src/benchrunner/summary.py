@@ -8,11 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from benchrunner import results
+from benchrunner import report, results
 
 RAW_DIR = "raw"
 SUMMARY_JSON = "summary.json"
-SUMMARY_MD = "summary.md"
 LATEST = "latest"
 
 
@@ -56,6 +55,8 @@ def _versions(rank0: dict[str, Any]) -> dict[str, str | None]:
         "mpi": prov.get("mpi"),
         "tensorflow_built_cuda": prov["tensorflow"].get("cuda"),
         "tensorflow_built_cudnn": prov["tensorflow"].get("cudnn"),
+        "nccl": prov["horovod"].get("nccl"),
+        "nvidia_driver": prov.get("nvidia_driver"),
         "os": prov["os"],
         "kernel": prov["kernel"],
     }
@@ -94,37 +95,34 @@ def summarize(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def render_markdown(summary: dict[str, Any]) -> str:
+def _intro(summary: dict[str, Any]) -> list[str]:
     w = summary["workload"]
-    lines = [
-        f"# Run {summary['run_id']}",
-        "",
-        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {w['image_size']}px, {w['precision']}, "
-        f"{w['measured_steps']} measured steps after {w['warmup_steps']} warmup",
+    elapsed = summary["elapsed_s"]
+    return [
+        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {w['image_size']}px, {w['precision']}"
+        f"{', XLA' if w['xla'] else ''}, {w['measured_steps']} measured steps after {w['warmup_steps']} warmup",
         f"stack {summary['stack']}, launcher {summary['launcher']}, network {summary['network']}, "
         f"{summary['ranks']} ranks on {len(summary['hosts'])} hosts",
-        "",
-        "| rank | host | images/s | step time mean (s) | step time 95% CI (s) |",
-        "|---:|---|---:|---:|---|",
-    ]
-    for r in summary["throughput"]["per_rank"]:
-        s = r["step_time_s"]
-        lines.append(f"| {r['rank']} | {r['host']} | {r['images_per_sec']:.1f} | {s['mean']:.4f} | "
-                     f"{s['ci95_low']:.4f} - {s['ci95_high']:.4f} |")
-    lines.append(f"| **total** | | **{summary['throughput']['total']:.1f}** | | |")
-    elapsed = summary["elapsed_s"]
-    lines += [
-        "",
+        f"total throughput: {summary['throughput']['total']:.1f} images/s",
         f"job elapsed: {elapsed:.1f} s" if elapsed is not None else "job elapsed: unknown (no launch time)",
         f"time to first step: {summary['time_to_first_step_s']:.1f} s",
         "sanity: " + ("passed" if summary["sanity"]["passed"] else "FAILED: " + "; ".join(
             c["detail"] for c in summary["sanity"]["checks"] if not c["passed"])),
-        "",
-        "| component | version |",
-        "|---|---|",
     ]
-    lines += [f"| {name} | {value if value is not None else '-'} |" for name, value in summary["versions"].items()]
-    return "\n".join(lines) + "\n"
+
+
+def _tables(summary: dict[str, Any]) -> list[report.Table]:
+    ranks = [(str(r["rank"]), r["host"], f"{r['images_per_sec']:.1f}", f"{r['step_time_s']['mean']:.4f}",
+              f"{r['step_time_s']['ci95_low']:.4f} - {r['step_time_s']['ci95_high']:.4f}")
+             for r in summary["throughput"]["per_rank"]]
+    ranks.append(("total", "", f"{summary['throughput']['total']:.1f}", "", ""))
+    versions = [(name, str(value) if value is not None else "-") for name, value in summary["versions"].items()]
+    return [report.Table("Ranks", ("rank", "host", "images/s", "step time mean (s)", "step time 95% CI (s)"), ranks),
+            report.Table("Versions", ("component", "version"), versions)]
+
+
+def render_markdown(summary: dict[str, Any]) -> str:
+    return report.markdown(f"Run {summary['run_id']}", _intro(summary), _tables(summary), [], Path("."))
 
 
 def point_latest(run_dir: Path) -> Path:
@@ -137,9 +135,20 @@ def point_latest(run_dir: Path) -> Path:
     return link
 
 
+def write_sweep(run_dir: Path) -> dict[str, Any]:
+    sweep = results.load(results.ALLREDUCE_RESULT, run_dir / RAW_DIR / "allreduce.json")
+    report.write_sweep(run_dir, sweep)
+    point_latest(run_dir)
+    return sweep
+
+
 def write(run_dir: Path) -> dict[str, Any]:
     summary = summarize(run_dir)
     results.save(results.SUMMARY, summary, run_dir / SUMMARY_JSON)
-    results.write_atomic(run_dir / SUMMARY_MD, render_markdown(summary))
+    figures = [report.loss_plot([("rank 0", summary["loss"]["rank0"])], run_dir / report.PLOTS_DIR / "loss.png",
+                                summary["workload"]["warmup_steps"])]
+    title, intro, tables = f"Run {summary['run_id']}", _intro(summary), _tables(summary)
+    results.write_atomic(run_dir / report.REPORT_MD, report.markdown(title, intro, tables, figures, run_dir))
+    results.write_atomic(run_dir / report.REPORT_HTML, report.html_page(title, intro, tables, figures))
     point_latest(run_dir)
     return summary

@@ -34,7 +34,7 @@ def test_profile_puts_the_environment_on_path(host):
 
 def test_benchrunner_trains_one_rank_and_writes_a_valid_result(host):
     run = host.run(f"su - hpcbench -c '{VENV}/bin/benchrunner train --run-id molecule --output-dir /tmp/mol-run "
-                   "--steps 3 --warmup-steps 1 --batch-size 8'")
+                   "--measured-steps 3 --warmup-steps 1 --batch-size 8'")
     assert run.rc == 0, run.stderr
     result = host.file("/tmp/mol-run/rank-00000.json")
     assert result.exists
@@ -45,3 +45,29 @@ def test_benchrunner_trains_one_rank_and_writes_a_valid_result(host):
     assert len(document["step_times_s"]) == 3
     assert document["metrics"]["images_per_sec"] > 0
     assert document["provenance"]["tensorflow"]["version"] == "2.15.1"
+
+
+def test_benchrunner_trains_on_real_data_from_tfrecords(host):
+    """The ChestX-ray14-style dataset, written as TFRecords, read by the tf.data pipeline, multi-label."""
+    made = host.run(f"su - hpcbench -c '{VENV}/bin/benchrunner dataset /tmp/mol-cxr --images 16 --image-size 32 "
+                    "--tfrecord-shards 2'")
+    assert made.rc == 0, made.stderr
+    assert len(host.file("/tmp/mol-cxr/tfrecord").listdir()) == 2
+    run = host.run(f"su - hpcbench -c '{VENV}/bin/benchrunner train --run-id mol-real --output-dir /tmp/mol-real "
+                   "--data tfrecord --data-dir /tmp/mol-cxr --measured-steps 2 --warmup-steps 1 --batch-size 4 "
+                   "--precision mixed_float16 --fp16-allreduce'")
+    assert run.rc == 0, run.stderr
+    document = json.loads(host.file("/tmp/mol-real/rank-00000.json").content_string)
+    assert document["workload"]["data"] == "tfrecord" and document["workload"]["num_classes"] == 14
+    assert all(loss is not None for loss in document["losses"])
+
+
+def test_benchrunner_allreduce_sweep_writes_a_valid_result(host):
+    run = host.run(f"su - hpcbench -c '{VENV}/bin/benchrunner allreduce --run-id mol-ar --output-dir /tmp/mol-ar "
+                   "--max-bytes 4096'")
+    assert run.rc == 0, run.stderr
+    check = host.run(f"{VENV}/bin/benchrunner schema-check /tmp/mol-ar/allreduce.json")
+    assert check.rc == 0, check.stderr
+    points = json.loads(host.file("/tmp/mol-ar/allreduce.json").content_string)["points"]
+    assert [p["bytes"] for p in points] == [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    assert all(p["algbw_bytes_per_s"] > 0 for p in points)

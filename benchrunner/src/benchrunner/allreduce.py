@@ -1,0 +1,74 @@
+"""Horovod allreduce sweep over message sizes: time, algorithm bandwidth and bus bandwidth.
+
+Bus bandwidth follows nccl-tests: busbw = algbw * 2(n-1)/n, the rate each link must carry for a ring
+allreduce, comparable across rank counts; so a gap between stacks can be traced to the network.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from benchrunner import results
+from benchrunner.train import RunContext, init_horovod
+from benchrunner.workload import Workload
+
+ALLREDUCE_JSON = "allreduce.json"
+MIN_BYTES = 8
+MAX_BYTES = 256 * 1024 * 1024
+
+
+def sizes(min_bytes: int = MIN_BYTES, max_bytes: int = MAX_BYTES) -> list[int]:
+    """Powers of two from min_bytes to max_bytes (float32 elements, so at least 4 bytes)."""
+    if min_bytes < 4 or max_bytes < min_bytes:
+        raise ValueError("message sizes must satisfy 4 <= min <= max bytes")
+    out, size = [], min_bytes
+    while size <= max_bytes:
+        out.append(size)
+        size *= 2
+    return out
+
+
+def bus_bandwidth(algbw: float, ranks: int) -> float:
+    return algbw * 2 * (ranks - 1) / ranks
+
+
+def iterations_for(size: int, budget_bytes: int = 1 << 30, most: int = 100, least: int = 5) -> int:
+    """Many iterations for small messages, few for large, so each size takes a similar time."""
+    return max(least, min(most, budget_bytes // max(size, 1)))
+
+
+def run(context: RunContext, min_bytes: int, max_bytes: int, warmup: int = 3) -> dict[str, Any]:
+    tf, hvd = init_horovod(Workload())
+    ranks = hvd.size()
+    points = []
+    for size in sizes(min_bytes, max_bytes):
+        tensor = tf.ones([size // 4], dtype=tf.float32)
+        name = f"sweep.{size}"
+        for _ in range(warmup):
+            hvd.allreduce(tensor, op=hvd.Sum, name=name).numpy()
+        count = iterations_for(size)
+        started = time.perf_counter()
+        for _ in range(count):
+            hvd.allreduce(tensor, op=hvd.Sum, name=name).numpy()
+        mine = (time.perf_counter() - started) / count
+        # The slowest rank sets the collective's time.
+        seconds = float(hvd.allreduce(tf.constant(mine, dtype=tf.float64), op=hvd.Max, name=f"time.{size}").numpy())
+        algbw = size / seconds
+        points.append({"bytes": size, "iterations": count, "time_s": seconds, "algbw_bytes_per_s": algbw,
+                       "busbw_bytes_per_s": bus_bandwidth(algbw, ranks)})
+    document = {
+        "kind": results.ALLREDUCE_RESULT,
+        "schema_version": results.SCHEMA_VERSION,
+        "run_id": context.run_id,
+        "ranks": ranks,
+        "host": socket.gethostname(),
+        "points": points,
+        "provenance": context.provenance(tf, hvd),
+    }
+    if hvd.rank() == 0:
+        results.save(results.ALLREDUCE_RESULT, document, Path(context.output_dir) / ALLREDUCE_JSON)
+    hvd.shutdown()
+    return document

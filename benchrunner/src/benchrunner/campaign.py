@@ -1,0 +1,227 @@
+"""Campaigns: a matrix of points (workload x GPU count x stack), each repeated, run one by one and resumable.
+
+Every run's outcome is written to the campaign's state file as soon as it is known, so a crash, a dead
+node or Ctrl-C loses at most the run in flight; running the campaign again does only what is missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from benchrunner import launchers, results
+from benchrunner.workload import Workload
+
+STATE_JSON = "state.json"
+CAMPAIGNS_DIR = "campaigns"
+DEFAULT_DATASET = {"dir": "/var/lib/hpcml/datasets/chestxray14-mini", "images": 256, "image_size": 64,
+                   "tfrecord_shards": 4}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One execution of one point."""
+
+    run_id: str
+    point: dict[str, Any]
+    repeat: int
+
+
+@dataclass(frozen=True)
+class Attempt:
+    ok: bool
+    reason: str | None = None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def load(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise results.ResultError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise results.ResultError(f"{path}: not YAML: {exc}") from exc
+    if not isinstance(document, dict):
+        raise results.ResultError(f"{path}: a campaign is a mapping (name, gpus, workloads, ...)")
+    results.validate(results.CAMPAIGN, document, str(path))
+    # Every point's workload must be valid before the first run starts, not when its turn comes.
+    dataset_dir = {**DEFAULT_DATASET, **document.get("dataset", {})}["dir"]
+    for point in points(document):
+        try:
+            Workload.from_mapping({"data_dir": dataset_dir, **point["workload"]}).validate()
+        except (TypeError, ValueError) as exc:
+            raise results.ResultError(f"{path}: point {point_label(point)}: {exc}") from exc
+    return document
+
+
+def points(campaign: dict[str, Any]) -> list[dict[str, Any]]:
+    """The campaign's points in run order: allreduce sweeps first, then training, small GPU counts first."""
+    stacks = campaign.get("stacks", ["baremetal"])
+    launcher_for = {**launchers.DEFAULT_LAUNCHER, **campaign.get("launchers", {})}
+    axes = campaign["workloads"]
+    names = sorted(axes)
+    out: list[dict[str, Any]] = []
+    common = {"network": campaign.get("network", "tcp"), "gpus_per_node": campaign.get("gpus_per_node", 0)}
+    if "allreduce" in campaign:
+        for stack, gpus in itertools.product(stacks, sorted(campaign["gpus"])):
+            out.append({"program": "allreduce", "stack": stack, "launcher": launcher_for[stack], "gpus": gpus,
+                        "workload": {}, "allreduce": campaign["allreduce"], **common})
+    for gpus, values, stack in itertools.product(sorted(campaign["gpus"]), itertools.product(*(axes[n] for n in names)),
+                                                 stacks):
+        # Real data without a data_dir of its own is the dataset the benchmark play makes on the nodes.
+        workload = {**campaign.get("fixed", {}), **dict(zip(names, values))}
+        out.append({"program": "train", "stack": stack, "launcher": launcher_for[stack], "gpus": gpus,
+                    "workload": workload, **common})
+    return out
+
+
+def point_label(point: dict[str, Any]) -> str:
+    """A readable, unique name: the settings that usually vary, then a digest of everything."""
+    w = point["workload"]
+    parts = [point["program"]]
+    if point["program"] == "train":
+        parts += [w.get("model", "small_cnn"), w.get("data", "synthetic"), f"b{w.get('batch_size', 32)}"]
+    parts += [f"g{point['gpus']}", point["stack"]]
+    digest = hashlib.sha256(json.dumps(point, sort_keys=True).encode()).hexdigest()[:8]
+    return "-".join(str(p) for p in parts) + "-" + digest
+
+
+def plan(campaign: dict[str, Any]) -> list[Run]:
+    repeats = campaign.get("repeats", 3)
+    return [Run(run_id=f"{campaign['name']}.{point_label(point)}.r{repeat}", point=point, repeat=repeat)
+            for point in points(campaign) for repeat in range(1, repeats + 1)]
+
+
+class State:
+    """The campaign's state file: every run's status, reason and attempts."""
+
+    def __init__(self, path: Path, campaign: dict[str, Any], campaign_file: Path):
+        self.path = path
+        if path.exists():
+            self.document = results.load(results.CAMPAIGN_STATE, path)
+        else:
+            self.document = {"kind": results.CAMPAIGN_STATE, "schema_version": results.SCHEMA_VERSION,
+                             "campaign": campaign["name"], "campaign_file": str(campaign_file),
+                             "updated_at": _now(), "runs": {}}
+
+    @property
+    def runs(self) -> dict[str, dict[str, Any]]:
+        return self.document["runs"]
+
+    def status(self, run_id: str) -> str | None:
+        entry = self.runs.get(run_id)
+        return entry["status"] if entry else None
+
+    def record(self, run: Run, attempt: Attempt, elapsed_s: float) -> None:
+        previous = self.runs.get(run.run_id, {})
+        self.runs[run.run_id] = {
+            "point": run.point, "repeat": run.repeat, "status": "done" if attempt.ok else "failed",
+            "reason": attempt.reason, "attempts": previous.get("attempts", 0) + 1, "elapsed_s": elapsed_s,
+            "updated_at": _now(),
+        }
+        self.document["updated_at"] = _now()
+        results.save(results.CAMPAIGN_STATE, self.document, self.path)
+
+
+Executor = Callable[[Run], Attempt]
+Progress = Callable[[str], None]
+
+
+def directory(results_dir: Path, name: str) -> Path:
+    return results_dir / CAMPAIGNS_DIR / name
+
+
+def run(campaign: dict[str, Any], campaign_file: Path, results_dir: Path, execute: Executor,
+        progress: Progress = print) -> State:
+    """Run every run not yet done; failures are recorded with their reason and the campaign goes on."""
+    state = State(directory(results_dir, campaign["name"]) / STATE_JSON, campaign, campaign_file)
+    todo = [r for r in plan(campaign) if state.status(r.run_id) != "done"]
+    total = len(plan(campaign))
+    progress(f"campaign {campaign['name']}: {total - len(todo)} of {total} runs already done, {len(todo)} to run")
+    for number, run_ in enumerate(todo, start=1):
+        progress(f"[{number}/{len(todo)}] {run_.run_id}")
+        started = time.monotonic()
+        try:
+            attempt = execute(run_)
+        except KeyboardInterrupt:
+            state.record(run_, Attempt(False, "interrupted"), time.monotonic() - started)
+            raise
+        state.record(run_, attempt, time.monotonic() - started)
+        progress(f"    {'done' if attempt.ok else 'FAILED: ' + (attempt.reason or 'no reason given')}"
+                 f" ({time.monotonic() - started:.0f} s)")
+    return state
+
+
+def counts(state: State, planned: Iterable[Run]) -> dict[str, int]:
+    out = {"done": 0, "failed": 0, "pending": 0}
+    for run_ in planned:
+        out[state.status(run_.run_id) or "pending"] += 1
+    return out
+
+
+def extravars(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark play's variables for one run."""
+    point = run_.point
+    dataset = {**DEFAULT_DATASET, **campaign.get("dataset", {})}
+    variables = {
+        **campaign.get("extra_vars", {}),
+        "stack": "k8s" if point["stack"] == "k8s" else "baremetal",
+        "benchrunner_run_id": run_.run_id,
+        "benchrunner_stack": point["stack"],
+        "benchrunner_launcher": point["launcher"],
+        "benchrunner_network": point["network"],
+        "benchrunner_program": point["program"],
+        "benchrunner_ranks": point["gpus"],
+        "benchrunner_gpus_per_node": point["gpus_per_node"],
+        "benchrunner_workload": point["workload"],
+        "benchrunner_dataset_dir": dataset["dir"],
+        "benchrunner_dataset_images": dataset["images"],
+        "benchrunner_dataset_image_size": dataset["image_size"],
+        "benchrunner_dataset_tfrecord_shards": dataset["tfrecord_shards"],
+    }
+    if point["program"] == "allreduce":
+        variables["benchrunner_allreduce"] = point["allreduce"]
+    return variables
+
+
+def run_outcome(results_dir: Path, run_id: str) -> Attempt:
+    """Judge a run by what reached the control host: a summary that passed its sanity checks."""
+    run_dir = results_dir / run_id
+    if (run_dir / "raw" / "allreduce.json").exists():
+        results.load(results.ALLREDUCE_RESULT, run_dir / "raw" / "allreduce.json")
+        return Attempt(True)
+    try:
+        document = results.load(results.SUMMARY, run_dir / "summary.json")
+    except results.ResultError as exc:
+        return Attempt(False, f"no valid summary: {exc}")
+    failed = [c["detail"] for c in document["sanity"]["checks"] if not c["passed"]]
+    return Attempt(not failed, "sanity checks failed: " + "; ".join(failed) if failed else None)
+
+
+def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any], *, inventory: str | None = None,
+                      limit: str | None = None) -> Executor:
+    """Each run is the benchmark play of site.yml, driven through ansible-runner."""
+    from benchrunner import playbooks  # noqa: PLC0415 - needs the control extra
+
+    def execute(run_: Run) -> Attempt:
+        variables = {**extravars(run_, campaign), "benchrunner_results_dir": str(results_dir.resolve())}
+        outcome = playbooks.run(project, inventory=inventory, extravars=variables, tags=playbooks.BENCHMARK_TAG,
+                                limit=limit, progress=playbooks.Progress(out=None))
+        attempt = run_outcome(results_dir, run_.run_id)
+        # A node lost after the run's own ranks finished fails the play, not the measurement.
+        if attempt.ok or outcome.ok:
+            return attempt
+        return Attempt(False, "; ".join(outcome.failures) or f"playbook {outcome.status} (rc {outcome.rc})")
+
+    return execute

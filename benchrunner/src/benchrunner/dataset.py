@@ -1,0 +1,104 @@
+"""A small ChestX-ray14-style dataset, made from nothing, so the real-data path is tested end to end.
+
+The layout follows the NIH release: grayscale PNGs in `images/` and `Data_Entry_2017.csv`, whose
+`Finding Labels` column holds the findings of each image joined by '|' (or 'No Finding').
+Pure Python (zlib for PNG), so it runs on the control host and on nodes alike.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+import struct
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchrunner import results
+
+FINDINGS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
+            "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening", "Hernia")
+NO_FINDING = "No Finding"
+LABELS_CSV = "Data_Entry_2017.csv"
+IMAGES_DIR = "images"
+MANIFEST = "dataset.json"
+CSV_COLUMNS = ("Image Index", "Finding Labels", "Follow-up #", "Patient ID", "Patient Age", "Patient Gender",
+               "View Position", "OriginalImage[Width", "Height]", "OriginalImagePixelSpacing[x", "y]")
+
+
+@dataclass(frozen=True)
+class Spec:
+    images: int = 256
+    image_size: int = 64
+    seed: int = 0
+
+
+def png_gray(width: int, height: int, pixels: bytes) -> bytes:
+    """Encode 8-bit grayscale pixels (row-major) as a PNG file."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + pixels[y * width:(y + 1) * width] for y in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 6)) + chunk(b"IEND", b"")
+
+
+def _image(rng: random.Random, size: int, findings: list[str]) -> bytes:
+    # A bright band for the chest, noise, and a blob per finding: enough structure to decode and learn from.
+    centre = size / 2
+    blobs = [(rng.uniform(0.2, 0.8) * size, rng.uniform(0.2, 0.8) * size, 40 + 10 * FINDINGS.index(f))
+             for f in findings]
+    pixels = bytearray(size * size)
+    for y in range(size):
+        for x in range(size):
+            value = 200 - abs(x - centre) * 300 / size + rng.randint(-20, 20)
+            for bx, by, strength in blobs:
+                if (x - bx) ** 2 + (y - by) ** 2 < (size / 10) ** 2:
+                    value += strength
+            pixels[y * size + x] = max(0, min(255, int(value)))
+    return png_gray(size, size, bytes(pixels))
+
+
+def generate(directory: Path, spec: Spec) -> Path:
+    """Write the dataset; a folder that already holds this same spec is left as it is."""
+    manifest = directory / MANIFEST
+    if manifest.exists() and json.loads(manifest.read_text()).get("spec") == asdict(spec):
+        return directory
+    rng = random.Random(spec.seed)
+    rows = []
+    for index in range(spec.images):
+        patient = index // 3 + 1
+        name = f"{patient:08d}_{index % 3:03d}.png"
+        findings = sorted(rng.sample(FINDINGS, rng.choice((0, 0, 1, 1, 2, 3))), key=FINDINGS.index)
+        path = directory / IMAGES_DIR / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_image(rng, spec.image_size, findings))
+        rows.append((name, "|".join(findings) or NO_FINDING, index % 3, patient, rng.randint(18, 90),
+                     rng.choice("MF"), rng.choice(("PA", "AP")), spec.image_size, spec.image_size, 0.143, 0.143))
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows(rows)
+    results.write_atomic(directory / LABELS_CSV, text.getvalue())
+    # Written last: its presence says the dataset is complete.
+    results.write_atomic(manifest, json.dumps({"format": "chestxray14", "spec": asdict(spec),
+                                               "findings": list(FINDINGS)}, indent=2) + "\n")
+    return directory
+
+
+def read_labels(directory: Path) -> list[tuple[str, list[float]]]:
+    """(image path, multi-hot vector over FINDINGS) for every row of the labels CSV."""
+    entries = []
+    with open(directory / LABELS_CSV, newline="") as handle:
+        for row in csv.DictReader(handle):
+            names = [] if row["Finding Labels"] == NO_FINDING else row["Finding Labels"].split("|")
+            unknown = set(names) - set(FINDINGS)
+            if unknown:
+                raise ValueError(f"{directory / LABELS_CSV}: unknown findings {sorted(unknown)} for {row['Image Index']}")
+            entries.append((str(directory / IMAGES_DIR / row["Image Index"]),
+                            [1.0 if f in names else 0.0 for f in FINDINGS]))
+    if not entries:
+        raise ValueError(f"{directory / LABELS_CSV}: no images listed")
+    return entries

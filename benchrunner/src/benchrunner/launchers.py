@@ -1,0 +1,252 @@
+"""One job, four ways to start it: mpirun, horovodrun, Slurm (sbatch + srun) and a Kubernetes MPIJob.
+
+Every launcher runs the same rank program (`benchrunner train` or `benchrunner allreduce`) with the same
+workload options and environment; only how the processes are placed differs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchrunner import results
+from benchrunner.workload import Workload
+
+LAUNCHERS = ("mpirun", "horovodrun", "srun", "mpijob")
+STACKS = ("baremetal", "slurm", "k8s")
+NETWORKS = ("tcp", "rdma", "ipoib", "overlay")
+PROGRAMS = ("train", "allreduce")
+DEFAULT_LAUNCHER = {"baremetal": "mpirun", "slurm": "srun", "k8s": "mpijob"}
+# Where each launcher belongs; mpirun and horovodrun also run inside a Slurm allocation.
+LAUNCHER_STACKS = {"mpirun": ("baremetal", "slurm"), "horovodrun": ("baremetal", "slurm"),
+                   "srun": ("slurm",), "mpijob": ("k8s",)}
+# NCCL settings per network mode, so RDMA, IPoIB and TCP runs differ only where they must.
+NCCL_ENV = {
+    "rdma": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "PHB"},
+    "ipoib": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "ib0"},
+    "tcp": {"NCCL_IB_DISABLE": "1"},
+    "overlay": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"},
+}
+LAUNCHED_AT_ENV = "BENCHRUNNER_LAUNCHED_AT"
+
+
+@dataclass(frozen=True)
+class Job:
+    run_id: str
+    output_dir: str
+    ranks: int
+    hosts: tuple[str, ...] = ()
+    gpus_per_node: int = 0
+    workload: Workload = field(default_factory=Workload)
+    program: str = "train"
+    stack: str = "baremetal"
+    launcher: str = "mpirun"
+    network: str = "tcp"
+    # The benchrunner executable on the nodes (or in the image).
+    benchrunner: str = "benchrunner"
+    env: tuple[tuple[str, str], ...] = ()
+    extra_args: tuple[str, ...] = ()
+    git_commit: str | None = None
+    allreduce_min_bytes: int = 8
+    allreduce_max_bytes: int = 256 * 1024 * 1024
+
+    @property
+    def slots_per_node(self) -> int:
+        return max(self.gpus_per_node, 1)
+
+    @property
+    def nodes(self) -> int:
+        return math.ceil(self.ranks / self.slots_per_node)
+
+    def validate(self) -> None:
+        problems = []
+        if self.launcher not in LAUNCHERS:
+            problems.append(f"launcher {self.launcher!r} is not one of {', '.join(LAUNCHERS)}")
+        elif self.stack not in LAUNCHER_STACKS[self.launcher]:
+            problems.append(f"launcher {self.launcher} does not run on stack {self.stack}")
+        if self.program not in PROGRAMS:
+            problems.append(f"program {self.program!r} is not one of {', '.join(PROGRAMS)}")
+        if self.network not in NETWORKS:
+            problems.append(f"network {self.network!r} is not one of {', '.join(NETWORKS)}")
+        if self.ranks < 1:
+            problems.append("ranks must be >= 1")
+        if self.launcher in ("mpirun", "horovodrun") and len(self.hosts) < self.nodes:
+            problems.append(f"{self.ranks} ranks at {self.slots_per_node} per node need {self.nodes} hosts, "
+                            f"{len(self.hosts)} given")
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.workload.validate()
+
+    def environment(self) -> dict[str, str]:
+        """What every rank gets: the network mode's NCCL settings, then the user's (which win)."""
+        return {**NCCL_ENV[self.network], **dict(self.env)}
+
+    def rank_argv(self) -> list[str]:
+        """The program every rank runs."""
+        argv = [self.benchrunner, self.program, "--run-id", self.run_id, "--output-dir", self.output_dir,
+                "--stack", self.stack, "--launcher", self.launcher, "--network", self.network]
+        if self.git_commit:
+            argv += ["--git-commit", self.git_commit]
+        if self.program == "allreduce":
+            return argv + ["--min-bytes", str(self.allreduce_min_bytes), "--max-bytes", str(self.allreduce_max_bytes)]
+        return argv + self.workload.to_argv()
+
+
+def _host_slots(job: Job) -> list[tuple[str, int]]:
+    placed, left = [], job.ranks
+    for host in job.hosts[:job.nodes]:
+        slots = min(job.slots_per_node, left)
+        placed.append((host, slots))
+        left -= slots
+    return placed
+
+
+def hostfile(job: Job) -> str:
+    return "".join(f"{host} slots={slots}\n" for host, slots in _host_slots(job))
+
+
+def mpirun_argv(job: Job, hostfile_path: str | None) -> list[str]:
+    """Open MPI's mpirun; ranks fill each host's slots in turn (GPU i of a node = local rank i)."""
+    argv = ["mpirun", "-np", str(job.ranks)]
+    if hostfile_path:
+        argv += ["--hostfile", hostfile_path]
+    argv += ["--map-by", "slot", "--bind-to", "none", "-x", LAUNCHED_AT_ENV, "-x", "PATH"]
+    for name, value in sorted(job.environment().items()):
+        argv += ["-x", f"{name}={value}"]
+    return argv + list(job.extra_args) + job.rank_argv()
+
+
+def horovodrun_argv(job: Job) -> list[str]:
+    """horovodrun forwards the launching environment to every rank itself."""
+    hosts = ",".join(f"{host}:{slots}" for host, slots in _host_slots(job))
+    return ["horovodrun", "-np", str(job.ranks), "-H", hosts, *job.extra_args, *job.rank_argv()]
+
+
+def sbatch_script(job: Job, partition: str | None = None, mpi: str = "pmix", time_limit: str = "01:00:00") -> str:
+    """A batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH)."""
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name=benchrunner-{job.run_id}"[:200],
+        f"#SBATCH --nodes={job.nodes}",
+        f"#SBATCH --ntasks={job.ranks}",
+        f"#SBATCH --ntasks-per-node={min(job.slots_per_node, job.ranks)}",
+        f"#SBATCH --time={time_limit}",
+        f"#SBATCH --output={job.output_dir}/slurm-%j.out",
+        "#SBATCH --exclusive",
+    ]
+    if job.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
+    if partition:
+        lines.append(f"#SBATCH --partition={partition}")
+    lines += ["set -euo pipefail",
+              # Launch time is when the job starts on its nodes; queueing is not the workload's cost.
+              f"export {LAUNCHED_AT_ENV}=$(date +%s.%N)"]
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(job.environment().items())]
+    srun = ["srun", f"--mpi={mpi}", "--kill-on-bad-exit=1", *job.extra_args, *job.rank_argv()]
+    lines.append(shlex.join(srun))
+    return "\n".join(lines) + "\n"
+
+
+def k8s_name(run_id: str) -> str:
+    """A DNS-1123 name for a run id (lower case, '-' for anything else, at most 63 characters)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-")
+    return name[:63].rstrip("-") or "benchrunner"
+
+
+RDMA_RESOURCE = "rdma/rdma_shared_device_a"
+
+
+def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network_attachment: str | None = None,
+                    rdma_resource: str = RDMA_RESOURCE, results_claim: str | None = None) -> dict[str, Any]:
+    """A kubeflow.org/v2beta1 MPIJob: one launcher pod running mpirun, one worker pod per node."""
+    name = k8s_name(job.run_id)
+    labels = {"app.kubernetes.io/name": "benchrunner", "app.kubernetes.io/instance": name}
+    env = [{"name": n, "value": v} for n, v in sorted(job.environment().items())]
+    volumes, mounts = [], []
+    if results_claim:
+        # Ranks write where the launcher and the collector can read: a shared (ReadWriteMany) claim.
+        volumes = [{"name": "results", "persistentVolumeClaim": {"claimName": results_claim}}]
+        mounts = [{"name": "results", "mountPath": job.output_dir}]
+    launch = ["mpirun", "-np", str(job.ranks), "--map-by", "slot", "--bind-to", "none"]
+    for item in env:
+        launch += ["-x", item["name"]]
+    launch += [*job.extra_args, *job.rank_argv()]
+    launcher_container = {
+        "name": "launcher", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", f'export {LAUNCHED_AT_ENV}=$(date +%s.%N); exec "$@"', "launch", *launch],
+        "env": env,
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        "volumeMounts": mounts,
+    }
+    limits: dict[str, Any] = {}
+    if job.gpus_per_node:
+        limits["nvidia.com/gpu"] = job.gpus_per_node
+    worker_container: dict[str, Any] = {
+        "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent", "env": env, "volumeMounts": mounts,
+        "resources": {"limits": limits} if limits else {},
+    }
+    worker_meta: dict[str, Any] = {"labels": dict(labels)}
+    if job.network == "rdma":
+        limits[rdma_resource] = 1
+        # Registering memory with the HCA needs locked pages.
+        worker_container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    if network_attachment:
+        worker_meta["annotations"] = {"k8s.v1.cni.cncf.io/networks": network_attachment}
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "slotsPerWorker": job.slots_per_node,
+            "mpiImplementation": "OpenMPI",
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": {
+                    "metadata": {"labels": dict(labels)},
+                    "spec": {"containers": [launcher_container], "volumes": volumes}}},
+                "Worker": {"replicas": job.nodes, "restartPolicy": "Never", "template": {
+                    "metadata": worker_meta,
+                    "spec": {"containers": [worker_container], "volumes": volumes}}},
+            },
+        },
+    }
+
+
+def execute(job: Job, *, dry_run: bool = False, partition: str | None = None, mpi: str = "pmix") -> int:
+    """Start the job from this host: mpirun and horovodrun replace this process, Slurm's sbatch is waited for."""
+    run_dir = Path(job.output_dir).parent
+    os.environ[LAUNCHED_AT_ENV] = f"{time.time():.6f}"
+    # Ranks find benchrunner, and mpirun its orted, on the same path as here.
+    os.environ["PATH"] = os.pathsep.join([str(Path(job.benchrunner).parent), os.environ.get("PATH", "")])
+    if job.launcher == "srun":
+        script = sbatch_script(job, partition=partition, mpi=mpi)
+        argv = ["sbatch", "--wait", "--parsable", str(run_dir / "job.sbatch")]
+        if dry_run:
+            print(script, end="")
+            return 0
+        Path(job.output_dir).mkdir(parents=True, exist_ok=True)
+        results.write_atomic(run_dir / "job.sbatch", script)
+        return subprocess.run(argv, check=False).returncode
+    if job.launcher == "horovodrun":
+        os.environ.update(job.environment())
+        argv = horovodrun_argv(job)
+    else:
+        hostfile_path = str(run_dir / "hostfile") if job.hosts else None
+        argv = mpirun_argv(job, hostfile_path)
+        if hostfile_path and not dry_run:
+            results.write_atomic(Path(hostfile_path), hostfile(job))
+    if dry_run:
+        print(shlex.join(argv))
+        return 0
+    Path(job.output_dir).mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    os.execvp(argv[0], argv)

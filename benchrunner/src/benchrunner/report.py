@@ -1,0 +1,350 @@
+"""Campaign reports and comparisons: tables and plots from many runs, in Markdown, HTML and PNG.
+
+Figures follow the studies this project reproduces, with the numbers shown: throughput against GPU
+count per stack with 95% confidence bars (Dell 2019), scaling efficiency per GPU count (Intel 2018),
+the ratio of each stack to the reference one, overlaid loss curves and allreduce bandwidth curves.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from benchrunner import results, stats
+
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+PLOTS_DIR = "plots"
+# The first present of these is what the other stacks are measured against.
+REFERENCE_ORDER = ("baremetal", "slurm", "k8s")
+WORKLOAD_KEYS = ("model", "data", "batch_size", "image_size", "precision", "xla")
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    header: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    note: str = ""
+
+
+@dataclass
+class Series:
+    """The runs of one workload on one variant (a stack, or a side of a comparison), by GPU count."""
+
+    variant: str
+    workload: str
+    by_gpus: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+
+    def throughput(self, gpus: int) -> stats.Summary:
+        return stats.describe([s["throughput"]["total"] for s in self.by_gpus[gpus]])
+
+
+def workload_label(workload: dict[str, Any]) -> str:
+    label = f"{workload['model']} {workload['data']} b{workload['batch_size']} {workload['image_size']}px"
+    if workload["precision"] != "fp32":
+        label += f" {workload['precision']}"
+    return label + (" xla" if workload.get("xla") else "")
+
+
+def load_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Training summaries and allreduce sweeps of the given runs, validated on load."""
+    summaries, sweeps = [], []
+    for run_id in run_ids:
+        run_dir = results_dir / run_id
+        sweep = run_dir / "raw" / "allreduce.json"
+        if sweep.exists():
+            sweeps.append(results.load(results.ALLREDUCE_RESULT, sweep))
+        else:
+            summaries.append(results.load(results.SUMMARY, run_dir / "summary.json"))
+    return summaries, sweeps
+
+
+def series(summaries: list[dict[str, Any]], variant_of: Any) -> list[Series]:
+    grouped: dict[tuple[str, str], Series] = {}
+    for summary in summaries:
+        variant, label = variant_of(summary), workload_label(summary["workload"])
+        grouped.setdefault((variant, label), Series(variant, label)).by_gpus[summary["ranks"]].append(summary)
+    return sorted(grouped.values(), key=lambda s: (s.workload, _variant_rank(s.variant)))
+
+
+def _variant_rank(variant: str) -> tuple[int, str]:
+    return (REFERENCE_ORDER.index(variant) if variant in REFERENCE_ORDER else len(REFERENCE_ORDER), variant)
+
+
+def _ci(summary: stats.Summary) -> str:
+    return f"{summary.ci95_low:.1f} - {summary.ci95_high:.1f}" if summary.n > 1 else "- (1 run)"
+
+
+def throughput_table(all_series: list[Series]) -> Table:
+    rows = []
+    for s in all_series:
+        for gpus in sorted(s.by_gpus):
+            t = s.throughput(gpus)
+            runs = s.by_gpus[gpus]
+            elapsed = [r["elapsed_s"] for r in runs if r["elapsed_s"] is not None]
+            rows.append((s.workload, s.variant, str(gpus), str(t.n), f"{t.mean:.1f}", f"{t.median:.1f}",
+                         f"{t.stdev:.1f}", _ci(t), f"{100 * (t.ci95_high - t.ci95_low) / 2 / t.mean:.1f}%",
+                         f"{stats.describe(elapsed).mean:.1f}" if elapsed else "-",
+                         f"{stats.describe([r['time_to_first_step_s'] for r in runs]).mean:.1f}"))
+    return Table("Throughput (images/s, total over ranks; statistics over repeats)",
+                 ("workload", "stack", "GPUs", "runs", "mean", "median", "stdev", "95% CI", "CI half-width",
+                  "job elapsed (s)", "time to first step (s)"), rows)
+
+
+def scaling_table(all_series: list[Series]) -> Table:
+    rows = []
+    for s in all_series:
+        counts = sorted(s.by_gpus)
+        base = counts[0]
+        base_mean = s.throughput(base).mean
+        for gpus in counts:
+            mean = s.throughput(gpus).mean
+            ideal = base_mean * gpus / base
+            rows.append((s.workload, s.variant, str(gpus), f"{mean:.1f}", f"{ideal:.1f}", f"{100 * mean / ideal:.1f}%"))
+    return Table("Scaling efficiency", ("workload", "stack", "GPUs", "images/s", "ideal (linear from the smallest count)",
+                                        "efficiency"), rows,
+                 "Efficiency = measured throughput / (throughput at the smallest GPU count x GPUs / that count).")
+
+
+def ratio(a: stats.Summary, b: stats.Summary) -> tuple[float, float]:
+    """b/a and the half-width of its approximate 95% CI (first-order propagation of both CIs)."""
+    value = b.mean / a.mean
+    rel = math.hypot((a.ci95_high - a.mean) / a.mean, (b.ci95_high - b.mean) / b.mean)
+    return value, value * rel
+
+
+def ratio_table(all_series: list[Series], reference: str) -> Table | None:
+    by_workload: dict[str, dict[str, Series]] = defaultdict(dict)
+    for s in all_series:
+        by_workload[s.workload][s.variant] = s
+    rows = []
+    for workload, variants in sorted(by_workload.items()):
+        ref = variants.get(reference)
+        if ref is None:
+            continue
+        for variant, s in sorted(variants.items(), key=lambda kv: _variant_rank(kv[0])):
+            if variant == reference:
+                continue
+            for gpus in sorted(set(ref.by_gpus) & set(s.by_gpus)):
+                value, half = ratio(ref.throughput(gpus), s.throughput(gpus))
+                rows.append((workload, f"{variant} / {reference}", str(gpus), f"{value:.3f}", f"+/- {half:.3f}",
+                             f"{100 * (value - 1):+.1f}%"))
+    if not rows:
+        return None
+    return Table(f"Throughput relative to {reference}", ("workload", "ratio", "GPUs", "value", "95% CI (approx.)",
+                                                          "difference"), rows)
+
+
+def allreduce_table(sweeps: list[dict[str, Any]], variant_of: Any) -> Table | None:
+    busbw = allreduce_curves(sweeps, variant_of)
+    if not busbw:
+        return None
+    algbw = allreduce_curves(sweeps, variant_of, "algbw_bytes_per_s")
+    rows = []
+    for (variant, ranks), points in sorted(busbw.items()):
+        for size, values in sorted(points.items()):
+            b = stats.describe(values)
+            a = stats.describe(algbw[(variant, ranks)][size])
+            rows.append((variant, str(ranks), _bytes(size), f"{a.mean / 1e9:.3f}", f"{b.mean / 1e9:.3f}",
+                         _ci_scaled(b, 1e-9)))
+    return Table("Allreduce bandwidth (GB/s; busbw = algbw x 2(n-1)/n, 0 for a single rank)",
+                 ("stack", "ranks", "message", "algbw mean", "busbw mean", "busbw 95% CI"), rows)
+
+
+def allreduce_curves(sweeps: list[dict[str, Any]], variant_of: Any,
+                     metric: str = "busbw_bytes_per_s") -> dict[tuple[str, int], dict[int, list[float]]]:
+    curves: dict[tuple[str, int], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for sweep in sweeps:
+        for point in sweep["points"]:
+            curves[(variant_of(sweep), sweep["ranks"])][point["bytes"]].append(point[metric])
+    return curves
+
+
+def _ci_scaled(summary: stats.Summary, scale: float) -> str:
+    if summary.n < 2:
+        return "- (1 run)"
+    return f"{summary.ci95_low * scale:.3f} - {summary.ci95_high * scale:.3f}"
+
+
+def _bytes(size: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor:
+            return f"{size / factor:g} {unit}"
+    return f"{size} B"
+
+
+def _pyplot() -> Any:
+    import matplotlib  # noqa: PLC0415 - heavy, only when a report is drawn
+
+    matplotlib.use("Agg")  # off-screen: no display needed
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    return plt
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _losses(values: list[float | None]) -> list[float]:
+    return [math.nan if v is None else v for v in values]
+
+
+def throughput_plot(all_series: list[Series], path: Path) -> Path:
+    plt = _pyplot()
+    fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for s in all_series:
+        counts = sorted(s.by_gpus)
+        summaries = [s.throughput(g) for g in counts]
+        label = f"{s.workload} ({s.variant})"
+        ax_t.errorbar(counts, [t.mean for t in summaries], yerr=[t.mean - t.ci95_low for t in summaries],
+                      marker="o", capsize=4, label=label)
+        base = summaries[0].mean / counts[0]
+        ax_e.plot(counts, [100 * t.mean / (base * g) for t, g in zip(summaries, counts)], marker="o", label=label)
+    counts = sorted({g for s in all_series for g in s.by_gpus})
+    ax_t.set(xlabel="GPUs (ranks)", ylabel="images/s (total)", title="Throughput, 95% CI over repeats", xticks=counts)
+    ax_e.set(xlabel="GPUs (ranks)", ylabel="scaling efficiency (%)", title="Scaling efficiency", ylim=(0, 110),
+             xticks=counts)
+    for ax in (ax_t, ax_e):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    return _save(plt, fig, path)
+
+
+def ratio_plot(ratios: Table, reference: str, path: Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    lines: dict[str, tuple[list[int], list[float], list[float]]] = defaultdict(lambda: ([], [], []))
+    for workload, label, gpus, value, half, _ in ratios.rows:
+        xs, ys, es = lines[f"{workload} {label}"]
+        xs.append(int(gpus))
+        ys.append(float(value))
+        es.append(float(half.split()[-1]))
+    for label, (xs, ys, es) in lines.items():
+        ax.errorbar(xs, ys, yerr=es, marker="o", capsize=4, label=label)
+    ax.axhline(1.0, color="grey", linewidth=1)
+    ax.set(xlabel="GPUs (ranks)", ylabel="throughput ratio", title=f"Relative to {reference}",
+           xticks=sorted({x for xs, _, _ in lines.values() for x in xs}))
+    ax.legend(fontsize="small")
+    return _save(plt, fig, path)
+
+
+def loss_plot(curves: list[tuple[str, list[float | None]]], path: Path, warmup_steps: int | None = None) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, losses in curves:
+        ax.plot(range(1, len(losses) + 1), _losses(losses), label=label)
+    if warmup_steps:
+        ax.axvline(warmup_steps + 0.5, color="grey", linestyle="--", label="end of warmup")
+    ax.set(xlabel="step", ylabel="training loss (rank 0)", title="Loss curves")
+    ax.legend(fontsize="small")
+    return _save(plt, fig, path)
+
+
+def allreduce_plot(curves: dict[tuple[str, int], dict[int, list[float]]], path: Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for (variant, ranks), points in sorted(curves.items()):
+        sizes = sorted(points)
+        ax.plot(sizes, [stats.describe(points[b]).mean / 1e9 for b in sizes], marker=".", label=f"{variant}, {ranks} ranks")
+    ax.set(xscale="log", xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title="Allreduce")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return _save(plt, fig, path)
+
+
+def plots(all_series: list[Series], sweeps: list[dict[str, Any]], variant_of: Any, reference: str,
+          out_dir: Path) -> list[Path]:
+    written = [throughput_plot(all_series, out_dir / "throughput.png")]
+    ratios = ratio_table(all_series, reference)
+    if ratios:
+        written.append(ratio_plot(ratios, reference, out_dir / "ratio.png"))
+    curves = [(f"{s.workload} ({s.variant}, {max(s.by_gpus)} GPUs)", s.by_gpus[max(s.by_gpus)][0]["loss"]["rank0"])
+              for s in all_series]
+    written.append(loss_plot(curves, out_dir / "loss.png"))
+    bandwidth = allreduce_curves(sweeps, variant_of)
+    if bandwidth:
+        written.append(allreduce_plot(bandwidth, out_dir / "allreduce.png"))
+    return written
+
+
+def write_sweep(run_dir: Path, sweep: dict[str, Any]) -> Path:
+    """report.md, report.html and a plot for one allreduce run."""
+    def stack_of(document: dict[str, Any]) -> str:
+        return document["provenance"]["stack"]
+
+    table = allreduce_table([sweep], stack_of)
+    tables = [table] if table else []
+    figures = [allreduce_plot(allreduce_curves([sweep], stack_of), run_dir / PLOTS_DIR / "allreduce.png")]
+    title = f"Allreduce sweep {sweep['run_id']}"
+    intro = [f"{sweep['ranks']} ranks, stack {sweep['provenance']['stack']}, network {sweep['provenance']['network']}"]
+    results.write_atomic(run_dir / REPORT_MD, markdown(title, intro, tables, figures, run_dir))
+    results.write_atomic(run_dir / REPORT_HTML, html_page(title, intro, tables, figures))
+    return run_dir / REPORT_MD
+
+
+def markdown(title: str, intro: list[str], tables: list[Table], figures: list[Path], out_dir: Path) -> str:
+    lines = [f"# {title}", "", *intro, ""]
+    for table in tables:
+        lines += [f"## {table.title}", "", "| " + " | ".join(table.header) + " |",
+                  "|" + "|".join("---" for _ in table.header) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+        lines += ["", table.note, ""] if table.note else [""]
+    for figure in figures:
+        lines += [f"![{figure.stem}]({figure.relative_to(out_dir)})", ""]
+    return "\n".join(lines)
+
+
+def html_page(title: str, intro: list[str], tables: list[Table], figures: list[Path]) -> str:
+    """One file with the figures inlined, so it can be mailed or attached as it is."""
+    e = html.escape
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>"
+             "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
+             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#eee}"
+             "td:first-child,td:nth-child(2){text-align:left}</style></head><body>", f"<h1>{e(title)}</h1>"]
+    parts += [f"<p>{e(line)}</p>" for line in intro if line]
+    for table in tables:
+        parts.append(f"<h2>{e(table.title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in table.header) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in table.rows]
+        parts.append("</table>" + (f"<p>{e(table.note)}</p>" if table.note else ""))
+    for figure in figures:
+        data = base64.b64encode(figure.read_bytes()).decode()
+        parts.append(f"<figure><img alt='{e(figure.stem)}' src='data:image/png;base64,{data}'></figure>")
+    return "\n".join(parts + ["</body></html>"]) + "\n"
+
+
+def provenance_lines(summaries: list[dict[str, Any]]) -> list[str]:
+    """What the runs were measured with; differing versions across runs are called out."""
+    lines = []
+    names = sorted({name for s in summaries for name in s["versions"]})
+    for name in names:
+        values = sorted({str(s["versions"].get(name)) for s in summaries})
+        flag = "" if len(values) == 1 else " (DIFFERS between runs)"
+        lines.append(f"{name}: {', '.join(values)}{flag}")
+    return lines
+
+
+def write(out_dir: Path, title: str, summaries: list[dict[str, Any]], sweeps: list[dict[str, Any]],
+          variant_of: Any, intro: list[str]) -> Path:
+    """Write report.md, report.html and plots/ for these runs into out_dir."""
+    if not summaries:
+        raise results.ResultError("no completed training runs to report on")
+    all_series = series(summaries, variant_of)
+    variants = sorted({s.variant for s in all_series}, key=_variant_rank)
+    reference = variants[0]
+    tables = [throughput_table(all_series), scaling_table(all_series)]
+    tables += [t for t in (ratio_table(all_series, reference), allreduce_table(sweeps, variant_of)) if t]
+    figures = plots(all_series, sweeps, variant_of, reference, out_dir / PLOTS_DIR)
+    intro = [*intro, "", "Measured with: " + "; ".join(provenance_lines(summaries))]
+    results.write_atomic(out_dir / REPORT_MD, markdown(title, intro, tables, figures, out_dir))
+    results.write_atomic(out_dir / REPORT_HTML, html_page(title, intro, tables, figures))
+    return out_dir / REPORT_MD

@@ -1,0 +1,44 @@
+import pytest
+
+from benchrunner import allreduce, provenance
+
+
+def test_sizes_are_powers_of_two_from_8_bytes_to_256_mib():
+    sizes = allreduce.sizes()
+    assert sizes[0] == 8 and sizes[-1] == 256 * 1024 * 1024 and len(sizes) == 26
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+
+
+def test_sizes_refuse_an_empty_or_sub_element_range():
+    with pytest.raises(ValueError):
+        allreduce.sizes(2, 8)
+    with pytest.raises(ValueError):
+        allreduce.sizes(64, 8)
+
+
+@pytest.mark.parametrize(("ranks", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
+def test_bus_bandwidth_is_algbw_times_2_n_minus_1_over_n(ranks, factor):
+    assert allreduce.bus_bandwidth(10.0, ranks) == pytest.approx(10.0 * factor)
+
+
+def test_iterations_shrink_with_message_size_within_bounds():
+    assert allreduce.iterations_for(8) == 100
+    assert allreduce.iterations_for(64 * 1024 * 1024) == 16
+    assert allreduce.iterations_for(256 * 1024 * 1024) == 5
+
+
+@pytest.mark.parametrize(("code", "version"), [(0, None), (21805, "2.18.5"), (2708, "2.7.8")])
+def test_nccl_version_codes(code, version):
+    assert provenance.nccl_version(code) == version
+
+
+def test_hcas_are_read_from_sysfs(tmp_path):
+    port = tmp_path / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "state").write_text("4: ACTIVE\n")
+    (port / "rate").write_text("200 Gb/sec (4X HDR)\n")
+    (port / "link_layer").write_text("InfiniBand\n")
+    (tmp_path / "mlx5_0" / "fw_ver").write_text("20.31.1014\n")
+    assert provenance.hcas(str(tmp_path)) == [{"name": "mlx5_0", "board_id": "", "fw_ver": "20.31.1014", "ports": [
+        {"port": 1, "state": "4: ACTIVE", "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand"}]}]
+    assert provenance.hcas(str(tmp_path / "absent")) == []

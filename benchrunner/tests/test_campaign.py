@@ -1,0 +1,121 @@
+import json
+
+import pytest
+import yaml
+
+from benchrunner import campaign, results
+
+LAB = {
+    "name": "lab",
+    "repeats": 3,
+    "gpus": [2, 1],
+    "workloads": {"model": ["small_cnn", "densenet121_chexnet"], "data": ["synthetic", "images"]},
+    "fixed": {"image_size": 32, "measured_steps": 10},
+    "allreduce": {"max_bytes": 1048576},
+}
+
+
+@pytest.fixture
+def campaign_file(tmp_path):
+    def write(document=None):
+        path = tmp_path / "campaign.yml"
+        path.write_text(yaml.safe_dump(document or LAB))
+        return path
+    return write
+
+
+class Recorder:
+    """An executor that fails the runs it is told to and records what it was asked to run."""
+
+    def __init__(self, failing=()):
+        self.failing = set(failing)
+        self.calls = []
+
+    def __call__(self, run):
+        self.calls.append(run.run_id)
+        if run.run_id in self.failing:
+            return campaign.Attempt(False, "lab-node2: UNREACHABLE")
+        return campaign.Attempt(True)
+
+
+def test_matrix_expands_every_axis_gpu_count_and_repeat(campaign_file):
+    document = campaign.load(campaign_file())
+    points = campaign.points(document)
+    training = [p for p in points if p["program"] == "train"]
+    assert len(training) == 2 * 2 * 2 and len(points) == 8 + 2
+    assert [p["gpus"] for p in points[:2]] == [1, 2] and points[0]["program"] == "allreduce"
+    real = [p for p in training if p["workload"]["data"] == "images"]
+    assert real and all("data_dir" not in p["workload"] for p in real)
+    run_ids = [r.run_id for r in campaign.plan(document)]
+    assert len(run_ids) == len(set(run_ids)) == 30
+    assert run_ids == [r.run_id for r in campaign.plan(campaign.load(campaign_file()))]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"gpus": [0]}, "at gpus/0"),
+    ({"stacks": ["openstack"]}, "at stacks/0"),
+    ({"colour": "blue"}, "Additional properties are not allowed"),
+    ({"workloads": {"model": ["alexnet"]}}, "point train-alexnet.*model 'alexnet' is not one of"),
+    ({"workloads": {"epochs": [1]}}, "unknown workload settings: epochs"),
+])
+def test_bad_campaigns_fail_before_anything_runs(campaign_file, change, message):
+    with pytest.raises(results.ResultError, match=message):
+        campaign.load(campaign_file({**LAB, **change}))
+
+
+def test_failures_are_recorded_with_their_reason_and_the_campaign_goes_on(campaign_file, tmp_path):
+    document = campaign.load(campaign_file())
+    planned = campaign.plan(document)
+    broken = {r.run_id for r in planned if r.point["gpus"] == 2 and r.point["program"] == "train"}
+    executor = Recorder(failing=broken)
+    state = campaign.run(document, tmp_path / "campaign.yml", tmp_path / "results", executor, progress=lambda _: None)
+    assert len(executor.calls) == 30
+    assert campaign.counts(state, planned) == {"done": 18, "failed": 12, "pending": 0}
+    saved = results.load(results.CAMPAIGN_STATE, tmp_path / "results" / "campaigns" / "lab" / "state.json")
+    assert {saved["runs"][r]["reason"] for r in broken} == {"lab-node2: UNREACHABLE"}
+
+
+def test_rerun_does_only_what_is_missing_or_failed(campaign_file, tmp_path):
+    document = campaign.load(campaign_file())
+    planned = campaign.plan(document)
+    first = Recorder(failing={planned[4].run_id})
+    campaign.run(document, tmp_path / "c.yml", tmp_path, first, progress=lambda _: None)
+    again = Recorder()
+    state = campaign.run(document, tmp_path / "c.yml", tmp_path, again, progress=lambda _: None)
+    assert again.calls == [planned[4].run_id]
+    assert state.runs[planned[4].run_id]["attempts"] == 2 and state.runs[planned[4].run_id]["status"] == "done"
+
+
+def test_an_interrupted_campaign_keeps_what_it_measured(campaign_file, tmp_path):
+    document = campaign.load(campaign_file())
+    planned = campaign.plan(document)
+
+    def stop_at_third(run):
+        if run.run_id == planned[2].run_id:
+            raise KeyboardInterrupt
+        return campaign.Attempt(True)
+
+    with pytest.raises(KeyboardInterrupt):
+        campaign.run(document, tmp_path / "c.yml", tmp_path, stop_at_third, progress=lambda _: None)
+    state = json.loads((tmp_path / "campaigns" / "lab" / "state.json").read_text())
+    assert [state["runs"][r.run_id]["status"] for r in planned[:3]] == ["done", "done", "failed"]
+    assert state["runs"][planned[2].run_id]["reason"] == "interrupted"
+
+
+def test_extravars_carry_the_point_to_the_benchmark_play(campaign_file):
+    document = campaign.load(campaign_file({**LAB, "stacks": ["k8s"], "extra_vars": {"benchrunner_timeout_s": 60}}))
+    run = next(r for r in campaign.plan(document) if r.point["program"] == "train")
+    variables = campaign.extravars(run, document)
+    assert variables["stack"] == "k8s" and variables["benchrunner_launcher"] == "mpijob"
+    assert variables["benchrunner_run_id"] == run.run_id and variables["benchrunner_ranks"] == 1
+    assert variables["benchrunner_workload"] == run.point["workload"]
+    assert variables["benchrunner_timeout_s"] == 60
+
+
+def test_outcome_is_judged_by_what_reached_the_control_host(tmp_path, run_dir, make_rank):
+    from benchrunner import summary
+    directory = run_dir(make_rank(0), make_rank(1))
+    assert not campaign.run_outcome(directory.parent, "run-1").ok
+    summary.write(directory)
+    assert campaign.run_outcome(directory.parent, "run-1").ok
+    assert "no valid summary" in campaign.run_outcome(directory.parent, "missing").reason

@@ -1,0 +1,157 @@
+import shlex
+
+import pytest
+
+from benchrunner import cli, kubernetes, launchers
+from benchrunner.workload import Workload
+
+WORKLOAD = Workload(model="resnet50", data="tfrecord", data_dir="/data/cxr", batch_size=64, image_size=224,
+                    precision="mixed_float16", fusion_threshold_mb=32, fp16_allreduce=True)
+
+
+def job(**changes) -> launchers.Job:
+    settings = {"run_id": "camp.train-resnet50.r1", "output_dir": "/var/lib/hpcml/results/r1/raw", "ranks": 6,
+                "hosts": ("gpu1", "gpu2", "gpu3"), "gpus_per_node": 4, "workload": WORKLOAD,
+                "benchrunner": "/opt/hpcml/venv/bin/benchrunner", "env": (("NCCL_DEBUG", "INFO"),),
+                "git_commit": "abc"}
+    settings.update(changes)
+    return launchers.Job(**settings)
+
+
+def rank_program(argv: list[str]) -> list[str]:
+    return argv[argv.index("/opt/hpcml/venv/bin/benchrunner") + 1:]
+
+
+def parsed(argv: list[str]):
+    return cli.build_parser().parse_args(rank_program(argv))
+
+
+def test_ranks_fill_hosts_slot_by_slot_and_only_the_hosts_needed():
+    assert launchers.hostfile(job()) == "gpu1 slots=4\ngpu2 slots=2\n"
+    assert launchers.hostfile(job(ranks=3, gpus_per_node=0)) == "gpu1 slots=1\ngpu2 slots=1\ngpu3 slots=1\n"
+
+
+def test_mpirun_exports_the_network_settings_and_the_users_environment():
+    argv = launchers.mpirun_argv(job(network="rdma"), "/run/hostfile")
+    assert argv[:5] == ["mpirun", "-np", "6", "--hostfile", "/run/hostfile"]
+    exported = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"]
+    assert exported == ["BENCHRUNNER_LAUNCHED_AT", "PATH", "NCCL_DEBUG=INFO", "NCCL_IB_DISABLE=0",
+                        "NCCL_NET_GDR_LEVEL=PHB"]
+
+
+def test_user_environment_overrides_the_network_defaults():
+    assert job(network="tcp", env=(("NCCL_IB_DISABLE", "0"),)).environment() == {"NCCL_IB_DISABLE": "0"}
+
+
+def test_horovodrun_places_ranks_with_host_slots():
+    argv = launchers.horovodrun_argv(job(launcher="horovodrun"))
+    assert argv[:5] == ["horovodrun", "-np", "6", "-H", "gpu1:4,gpu2:2"]
+
+
+def test_sbatch_script_asks_slurm_for_the_same_layout():
+    script = launchers.sbatch_script(job(stack="slurm", launcher="srun"), partition="gpu", mpi="pmi2")
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=6", "#SBATCH --ntasks-per-node=4",
+                 "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu", "export NCCL_DEBUG=INFO"):
+        assert line + "\n" in script
+    srun = shlex.split(script.strip().splitlines()[-1])
+    assert srun[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
+    assert parsed(srun).launcher == "srun" and parsed(srun).stack == "slurm"
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "horovodrun", "srun", "mpijob"])
+def test_every_launcher_hands_the_ranks_the_same_workload(launcher):
+    stack = {"srun": "slurm", "mpijob": "k8s"}.get(launcher, "baremetal")
+    the_job = job(launcher=launcher, stack=stack)
+    if launcher == "mpirun":
+        argv = launchers.mpirun_argv(the_job, None)
+    elif launcher == "horovodrun":
+        argv = launchers.horovodrun_argv(the_job)
+    elif launcher == "srun":
+        argv = shlex.split(launchers.sbatch_script(the_job).strip().splitlines()[-1])
+    else:
+        manifest = launchers.mpijob_manifest(the_job, image="registry.local/benchrunner:1")
+        argv = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    args = parsed(argv)
+    assert Workload.from_args(args) == WORKLOAD
+    assert (args.run_id, args.launcher, args.stack, args.git_commit) == (the_job.run_id, launcher, stack, "abc")
+
+
+def test_allreduce_jobs_run_the_sweep_with_its_sizes():
+    args = parsed(launchers.mpirun_argv(job(program="allreduce", allreduce_max_bytes=1 << 20), None))
+    assert (args.command, args.min_bytes, args.max_bytes) == ("allreduce", 8, 1 << 20)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"launcher": "srun"}, "launcher srun does not run on stack baremetal"),
+    ({"hosts": ("gpu1",)}, "6 ranks at 4 per node need 2 hosts, 1 given"),
+    ({"network": "carrier-pigeon"}, "network 'carrier-pigeon' is not one of"),
+    ({"workload": Workload(model="alexnet")}, "model 'alexnet' is not one of"),
+])
+def test_invalid_jobs_are_explained(changes, message):
+    with pytest.raises(ValueError, match=message):
+        job(**changes).validate()
+
+
+def mpijob(network: str, **options):
+    return launchers.mpijob_manifest(job(stack="k8s", launcher="mpijob", network=network),
+                                     image="registry.local/benchrunner:1", **options)
+
+
+@pytest.mark.parametrize("network", launchers.NETWORKS)
+def test_mpijob_for_every_network_mode_validates_against_the_v2beta1_schema(network):
+    kubernetes.validate_mpijob(mpijob(network, network_attachment="rdma-net", results_claim="results"))
+
+
+def test_mpijob_golden_rdma():
+    manifest = mpijob("rdma", network_attachment="default/rdma-net")
+    spec = manifest["spec"]
+    assert manifest["metadata"]["name"] == "camp-train-resnet50-r1"
+    assert (spec["slotsPerWorker"], spec["mpiImplementation"], spec["runPolicy"]["cleanPodPolicy"]) == (4, "OpenMPI", "Running")
+    worker = spec["mpiReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 2
+    assert worker["template"]["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "default/rdma-net"}
+    container = worker["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4, launchers.RDMA_RESOURCE: 1}
+    assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert {"name": "NCCL_IB_DISABLE", "value": "0"} in container["env"]
+
+
+def test_mpijob_golden_overlay_asks_for_gpus_only():
+    worker = mpijob("overlay")["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    container = worker["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4}
+    assert "securityContext" not in container and "annotations" not in worker["metadata"]
+    assert {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"} in container["env"]
+
+
+@pytest.mark.parametrize(("path", "value", "where"), [
+    (("spec", "runPolicy", "cleanPodPolicy"), "Sometimes", "spec/runPolicy/cleanPodPolicy"),
+    (("spec", "mpiImplementation"), "LAM", "spec/mpiImplementation"),
+    (("metadata", "name"), "Not_A_DNS_Name", "metadata/name"),
+])
+def test_the_schema_catches_what_the_api_server_would_refuse(path, value, where):
+    manifest = mpijob("tcp")
+    target = manifest
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(ValueError, match=f"at {where}"):
+        kubernetes.validate_mpijob(manifest)
+
+
+def test_k8s_names_are_dns_labels():
+    assert launchers.k8s_name("Lab.Train_small_cnn.R1") == "lab-train-small-cnn-r1"
+    assert len(launchers.k8s_name("x" * 100)) == 63
+
+
+def test_launch_dry_run_prints_what_it_would_start(capsys):
+    assert cli.main(["launch", "--dry-run", "--run-id", "r", "--output-dir", "/tmp/r/raw", "--ranks", "2",
+                     "--hosts", "a,b", "--benchrunner", "/opt/hpcml/venv/bin/benchrunner",
+                     "--measured-steps", "7"]) == 0
+    argv = shlex.split(capsys.readouterr().out)
+    assert argv[0] == "mpirun" and parsed(argv).measured_steps == 7
+
+
+def test_launch_refuses_too_few_hosts(capsys):
+    assert cli.main(["launch", "--dry-run", "--run-id", "r", "--output-dir", "/o", "--ranks", "3", "--hosts", "a,b"]) == 2
+    assert "3 ranks at 1 per node need 3 hosts, 2 given" in capsys.readouterr().err

@@ -1,0 +1,122 @@
+import pytest
+
+from benchrunner import cli, report, results, summary
+from documents import allreduce_document, rank_document
+
+# Step time per rank by (stack, GPUs): k8s is slower at 2 GPUs, and 2 GPUs scale at 80% on bare metal.
+STEP = {("baremetal", 1): 0.100, ("baremetal", 2): 0.125, ("k8s", 1): 0.100, ("k8s", 2): 0.136}
+
+
+@pytest.fixture
+def results_dir(tmp_path):
+    """Three repeats of 1 and 2 GPUs on two stacks, plus an allreduce sweep per stack."""
+    directory = tmp_path / "results"
+    run_ids = []
+    for (stack, gpus), step in STEP.items():
+        for repeat in range(3):
+            run_id = f"{stack}-g{gpus}-r{repeat}"
+            jitter = 1 + 0.01 * (repeat - 1)
+            for rank in range(gpus):
+                document = rank_document(rank, gpus, run_id=run_id, stack=stack,
+                                         step_times=[step * jitter] * 4)
+                results.save(results.RANK_RESULT, document, directory / run_id / "raw" / f"rank-{rank:05d}.json")
+            results.save(results.SUMMARY, summary.summarize(directory / run_id), directory / run_id / "summary.json")
+            run_ids.append(run_id)
+    for stack, busbw in (("baremetal", 2e9), ("k8s", 1e9)):
+        sweep = allreduce_document(run_id=f"sweep-{stack}", stack=stack, busbw=busbw)
+        results.save(results.ALLREDUCE_RESULT, sweep, directory / sweep["run_id"] / "raw" / "allreduce.json")
+        run_ids.append(sweep["run_id"])
+    return directory, run_ids
+
+
+def by_stack(document):
+    return document["provenance"]["stack"]
+
+
+def rows(table, **match):
+    columns = {name: i for i, name in enumerate(table.header)}
+    return [row for row in table.rows if all(row[columns[k]] == v for k, v in match.items())]
+
+
+def test_throughput_statistics_are_over_repeats(results_dir):
+    summaries, _ = report.load_runs(*results_dir)
+    table = report.throughput_table(report.series(summaries, by_stack))
+    (row,) = rows(table, stack="baremetal", GPUs="2")
+    assert row[3] == "3"  # runs
+    assert float(row[4]) == pytest.approx(sum(2 * 32 / (0.125 * j) for j in (0.99, 1.0, 1.01)) / 3, abs=0.1)
+    low, high = (float(v) for v in row[7].split(" - "))
+    assert low < float(row[4]) < high
+
+
+def test_scaling_efficiency_against_the_smallest_gpu_count(results_dir):
+    summaries, _ = report.load_runs(*results_dir)
+    table = report.scaling_table(report.series(summaries, by_stack))
+    assert rows(table, stack="baremetal", GPUs="1")[0][-1] == "100.0%"
+    assert rows(table, stack="baremetal", GPUs="2")[0][-1] == "80.0%"
+    assert rows(table, stack="k8s", GPUs="2")[0][-1] == "73.5%"
+
+
+def test_kubernetes_relative_to_bare_metal_per_gpu_count(results_dir):
+    summaries, _ = report.load_runs(*results_dir)
+    table = report.ratio_table(report.series(summaries, by_stack), "baremetal")
+    assert [row[1:4] for row in table.rows] == [("k8s / baremetal", "1", "1.000"), ("k8s / baremetal", "2", "0.919")]
+
+
+def test_allreduce_bandwidth_per_stack(results_dir):
+    _, sweeps = report.load_runs(*results_dir)
+    table = report.allreduce_table(sweeps, by_stack)
+    assert rows(table, stack="baremetal", message="1 MiB")[0][3:5] == ("2.000", "2.000")
+    assert rows(table, stack="k8s", message="8 B")[0][4] == "1.000"
+
+
+def test_ratio_interval_propagates_both_intervals():
+    a = report.stats.describe([100.0, 102.0, 98.0])
+    b = report.stats.describe([90.0, 90.0, 90.0])
+    value, half = report.ratio(a, b)
+    assert value == pytest.approx(0.9)
+    assert half == pytest.approx(0.9 * (a.ci95_high - a.mean) / a.mean)
+
+
+def test_report_writes_markdown_self_contained_html_and_plots(results_dir, tmp_path):
+    summaries, sweeps = report.load_runs(*results_dir)
+    out = tmp_path / "report"
+    report.write(out, "Campaign lab", summaries, sweeps, by_stack, ["intro"])
+    plots = sorted(p.name for p in (out / "plots").iterdir())
+    assert plots == ["allreduce.png", "loss.png", "ratio.png", "throughput.png"]
+    assert all((out / "plots" / p).read_bytes().startswith(b"\x89PNG") for p in plots)
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 4 and "src='plots/" not in page
+    text = (out / "report.md").read_text()
+    assert "## Throughput relative to baremetal" in text and "![ratio](plots/ratio.png)" in text
+    assert "tensorflow: 2.15.1" in text
+
+
+def test_differing_versions_between_runs_are_called_out(results_dir):
+    summaries, _ = report.load_runs(*results_dir)
+    summaries[0]["versions"]["horovod"] = "0.27.0"
+    assert "horovod: 0.27.0, 0.28.1 (DIFFERS between runs)" in report.provenance_lines(summaries)
+
+
+def test_compare_cli_puts_b_against_a(results_dir, tmp_path, capsys):
+    directory, _ = results_dir
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", str(directory / "baremetal-g2-r0"), str(directory / "k8s-g2-r0"),
+                     "--results-dir", str(directory), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| small_cnn synthetic b32 32px | k8s-g2-r0 / baremetal-g2-r0 | 2 | 0.919 |" in text
+    assert (out / "report.html").is_file()
+
+
+def test_report_on_a_campaign_lists_its_failures(results_dir, tmp_path, capsys):
+    directory, run_ids = results_dir
+    runs = {run_id: {"point": {"program": "train", "stack": "baremetal", "launcher": "mpirun", "network": "tcp",
+                               "gpus": 1, "gpus_per_node": 0, "workload": {}},
+                     "repeat": 1, "status": "done", "attempts": 1, "updated_at": "2026-11-21T00:00:00+00:00"}
+            for run_id in run_ids}
+    runs["lost"] = {**runs[run_ids[0]], "status": "failed", "reason": "lab-node2: UNREACHABLE"}
+    state = {"kind": "campaign-state", "schema_version": 2, "campaign": "lab", "campaign_file": "lab.yml",
+             "updated_at": "2026-11-21T00:00:00+00:00", "runs": runs}
+    results.save(results.CAMPAIGN_STATE, state, directory / "campaigns" / "lab" / "state.json")
+    assert cli.main(["report", "lab", "--results-dir", str(directory)]) == 0
+    text = capsys.readouterr().out
+    assert "Campaign lab: 14 runs done, 1 failed." in text and "failed: lost: lab-node2: UNREACHABLE" in text

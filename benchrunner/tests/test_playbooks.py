@@ -101,3 +101,10 @@ def test_failed_commands_are_explained_by_their_own_last_words():
     assert playbooks.failure_message({"msg": "non-zero return code", "stderr": "ssh: no route\n"}) == \
         "non-zero return code: ssh: no route"
     assert playbooks.failure_message({"msg": "Data could not be sent", "unreachable": True}) == "Data could not be sent"
+
+
+def test_reachable_hosts_are_those_that_answered_the_ping(tmp_path):
+    runner = FakeRunner([], rc=4, status="failed",
+                        stats={"ok": {"node1": 1, "node3": 1}, "dark": {"node2": 1}, "failures": {}})
+    assert playbooks.reachable(project(tmp_path), pattern="nodes", runner_module=runner) == ["node1", "node3"]
+    assert runner.kwargs["module"] == "ansible.builtin.ping" and runner.kwargs["host_pattern"] == "nodes"

@@ -120,3 +120,10 @@ def test_report_on_a_campaign_lists_its_failures(results_dir, tmp_path, capsys):
     assert cli.main(["report", "lab", "--results-dir", str(directory)]) == 0
     text = capsys.readouterr().out
     assert "Campaign lab: 14 runs done, 1 failed." in text and "failed: lost: lab-node2: UNREACHABLE" in text
+
+
+def test_a_campaign_with_only_sweeps_done_still_reports(results_dir, tmp_path):
+    _, sweeps = report.load_runs(*results_dir)
+    report.write(tmp_path / "only-sweeps", "Campaign lab", [], sweeps, by_stack, [])
+    assert sorted(p.name for p in (tmp_path / "only-sweeps" / "plots").iterdir()) == ["allreduce.png"]
+    assert "## Allreduce bandwidth" in (tmp_path / "only-sweeps" / "report.md").read_text()

@@ -77,7 +77,9 @@ def test_campaign_keeps_what_it_measured_when_a_node_dies_and_resumes(provisione
     # Two-rank runs need the dead node; one-rank runs go on without it.
     assert all(first[r.run_id]["status"] == "failed" for r in planned if r.point["gpus"] == 2 and r.run_id not in done_before)
     assert all(first[r.run_id]["status"] == "done" for r in planned if r.point["gpus"] == 1)
-    assert all(reason for reason in failed.values()), failed
+    # Runs started after the loss fail in preflight for want of hosts; only the one in flight may fail otherwise.
+    short = [reason for reason in failed.values() if "2 ranks at 1 per node need 2 hosts, 1 given" in reason]
+    assert len(short) >= len(failed) - 1, failed
     kept = {run_id: (results_dir / run_id / "summary.json").read_bytes() for run_id in done_before
             if (results_dir / run_id / "summary.json").exists()}
 

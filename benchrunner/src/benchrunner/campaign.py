@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,9 +216,14 @@ def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any]
     from benchrunner import playbooks  # noqa: PLC0415 - needs the control extra
 
     def execute(run_: Run) -> Attempt:
+        # What an earlier, failed attempt left must not pass for this attempt's result.
+        shutil.rmtree(results_dir / run_.run_id, ignore_errors=True)
         variables = {**extravars(run_, campaign), "benchrunner_results_dir": str(results_dir.resolve())}
+        # Preflight stops a play at the first unreachable node; a run goes ahead on the nodes that answer,
+        # and one that needs more of them fails in preflight saying so.
+        answering = playbooks.reachable(project, inventory=inventory, pattern=limit or "nodes")
         outcome = playbooks.run(project, inventory=inventory, extravars=variables, tags=playbooks.BENCHMARK_TAG,
-                                limit=limit, progress=playbooks.Progress(out=None))
+                                limit=",".join(["localhost", *answering]), progress=playbooks.Progress(out=None))
         attempt = run_outcome(results_dir, run_.run_id)
         # A node lost after the run's own ranks finished fails the play, not the measurement.
         if attempt.ok or outcome.ok:

@@ -96,6 +96,13 @@ class Progress:
         return True
 
 
+def _envvars(project: Path) -> dict[str, str]:
+    # Runner otherwise points ANSIBLE_ROLES_PATH elsewhere: keep the project's ansible.cfg in charge,
+    # and the Ansible installed beside this Python.
+    return {"ANSIBLE_CONFIG": str(project / "ansible.cfg"),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+
+
 def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, extravars: dict[str, Any] | None = None,
         tags: str | None = None, skip_tags: str | None = None, limit: str | None = None, check: bool = False,
         progress: Progress | None = None, runner_module: Any = None) -> Outcome:
@@ -112,10 +119,7 @@ def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, ex
             "extravars": extravars or {},
             "event_handler": handler,
             "quiet": True,
-            # Runner otherwise points ANSIBLE_ROLES_PATH elsewhere; keep the project's ansible.cfg in charge.
-            # The project's ansible.cfg, and the ansible-playbook installed beside this Python.
-            "envvars": {"ANSIBLE_CONFIG": str(project / "ansible.cfg"),
-                        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])},
+            "envvars": _envvars(project),
         }
         if inventory:
             kwargs["inventory"] = str(Path(inventory).resolve())
@@ -130,6 +134,23 @@ def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, ex
         result = runner_module.run(**kwargs)
         stats = result.stats or {}
     return Outcome(rc=result.rc, status=result.status, stats=stats, failures=handler.failures, changes=handler.changes)
+
+
+def reachable(project: Path, *, inventory: str | None = None, pattern: str = "nodes",
+              runner_module: Any = None) -> list[str]:
+    """The hosts of `pattern` that answer Ansible's ping now."""
+    if runner_module is None:
+        import ansible_runner as runner_module  # noqa: PLC0415 - control-host extra
+    artifacts = project / ".cache" / "runner"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="benchrunner-ping-", dir=artifacts) as private:
+        kwargs: dict[str, Any] = {"private_data_dir": private, "project_dir": str(project), "host_pattern": pattern,
+                                  "module": "ansible.builtin.ping", "quiet": True, "envvars": _envvars(project)}
+        if inventory:
+            kwargs["inventory"] = str(Path(inventory).resolve())
+        result = runner_module.run(**kwargs)
+        stats = result.stats or {}
+    return sorted(set(stats.get("ok", {})) - set(stats.get("dark", {})) - set(stats.get("failures", {})))
 
 
 def print_recap(outcome: Outcome, out: TextIO | None = None) -> None:

@@ -264,13 +264,15 @@ def allreduce_plot(curves: dict[tuple[str, int], dict[int, list[float]]], path: 
 
 def plots(all_series: list[Series], sweeps: list[dict[str, Any]], variant_of: Any, reference: str,
           out_dir: Path) -> list[Path]:
-    written = [throughput_plot(all_series, out_dir / "throughput.png")]
-    ratios = ratio_table(all_series, reference)
-    if ratios:
-        written.append(ratio_plot(ratios, reference, out_dir / "ratio.png"))
-    curves = [(f"{s.workload} ({s.variant}, {max(s.by_gpus)} GPUs)", s.by_gpus[max(s.by_gpus)][0]["loss"]["rank0"])
-              for s in all_series]
-    written.append(loss_plot(curves, out_dir / "loss.png"))
+    written = []
+    if all_series:
+        written.append(throughput_plot(all_series, out_dir / "throughput.png"))
+        ratios = ratio_table(all_series, reference)
+        if ratios:
+            written.append(ratio_plot(ratios, reference, out_dir / "ratio.png"))
+        curves = [(f"{s.workload} ({s.variant}, {max(s.by_gpus)} GPUs)", s.by_gpus[max(s.by_gpus)][0]["loss"]["rank0"])
+                  for s in all_series]
+        written.append(loss_plot(curves, out_dir / "loss.png"))
     bandwidth = allreduce_curves(sweeps, variant_of)
     if bandwidth:
         written.append(allreduce_plot(bandwidth, out_dir / "allreduce.png"))
@@ -336,15 +338,16 @@ def provenance_lines(summaries: list[dict[str, Any]]) -> list[str]:
 def write(out_dir: Path, title: str, summaries: list[dict[str, Any]], sweeps: list[dict[str, Any]],
           variant_of: Any, intro: list[str]) -> Path:
     """Write report.md, report.html and plots/ for these runs into out_dir."""
-    if not summaries:
-        raise results.ResultError("no completed training runs to report on")
+    if not summaries and not sweeps:
+        raise results.ResultError("no completed runs to report on")
     all_series = series(summaries, variant_of)
-    variants = sorted({s.variant for s in all_series}, key=_variant_rank)
+    variants = sorted({s.variant for s in all_series} | {variant_of(s) for s in sweeps}, key=_variant_rank)
     reference = variants[0]
-    tables = [throughput_table(all_series), scaling_table(all_series)]
+    tables = [throughput_table(all_series), scaling_table(all_series)] if all_series else []
     tables += [t for t in (ratio_table(all_series, reference), allreduce_table(sweeps, variant_of)) if t]
     figures = plots(all_series, sweeps, variant_of, reference, out_dir / PLOTS_DIR)
-    intro = [*intro, "", "Measured with: " + "; ".join(provenance_lines(summaries))]
+    if summaries:
+        intro = [*intro, "", "Measured with: " + "; ".join(provenance_lines(summaries))]
     results.write_atomic(out_dir / REPORT_MD, markdown(title, intro, tables, figures, out_dir))
     results.write_atomic(out_dir / REPORT_HTML, html_page(title, intro, tables, figures))
     return out_dir / REPORT_MD

@@ -1,3 +1,3 @@
 """Horovod TensorFlow training benchmark with trustworthy, schema-validated results."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -146,10 +146,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     campaign_dir = _campaign_dir(results_dir, target)
     if campaign_dir is None:
         run_dir = _run_dir(target)
-        if (run_dir / summary.RAW_DIR / "allreduce.json").exists():
-            summary.write_sweep(run_dir)
+        sweep = run_dir / summary.RAW_DIR / "allreduce.json"
+        if sweep.exists():
+            report.write_sweep(run_dir, results.load(results.ALLREDUCE_RESULT, sweep))
         else:
-            summary.write(run_dir)
+            summary.write_report(run_dir, results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON))
         sys.stdout.write((run_dir / report.REPORT_MD).read_text())
         return 0
     summaries, sweeps, name = _runs_of(results_dir, str(campaign_dir))

@@ -142,13 +142,19 @@ def write_sweep(run_dir: Path) -> dict[str, Any]:
     return sweep
 
 
-def write(run_dir: Path) -> dict[str, Any]:
-    summary = summarize(run_dir)
-    results.save(results.SUMMARY, summary, run_dir / SUMMARY_JSON)
+def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
+    """report.md, report.html and plots/ of one run, from its summary."""
     figures = [report.loss_plot([("rank 0", summary["loss"]["rank0"])], run_dir / report.PLOTS_DIR / "loss.png",
                                 summary["workload"]["warmup_steps"])]
     title, intro, tables = f"Run {summary['run_id']}", _intro(summary), _tables(summary)
     results.write_atomic(run_dir / report.REPORT_MD, report.markdown(title, intro, tables, figures, run_dir))
     results.write_atomic(run_dir / report.REPORT_HTML, report.html_page(title, intro, tables, figures))
+    return run_dir / report.REPORT_MD
+
+
+def write(run_dir: Path) -> dict[str, Any]:
+    summary = summarize(run_dir)
+    results.save(results.SUMMARY, summary, run_dir / SUMMARY_JSON)
+    write_report(run_dir, summary)
     point_latest(run_dir)
     return summary

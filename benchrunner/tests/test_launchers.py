@@ -43,9 +43,24 @@ def test_user_environment_overrides_the_network_defaults():
     assert job(network="tcp", env=(("NCCL_IB_DISABLE", "0"),)).environment() == {"NCCL_IB_DISABLE": "0"}
 
 
-def test_horovodrun_places_ranks_with_host_slots():
+def test_horovodrun_places_ranks_with_host_slots_and_sees_no_rank_options():
     argv = launchers.horovodrun_argv(job(launcher="horovodrun"))
-    assert argv[:5] == ["horovodrun", "-np", "6", "-H", "gpu1:4,gpu2:2"]
+    assert argv == ["horovodrun", "-np", "6", "-H", "gpu1:4,gpu2:2", "/opt/hpcml/venv/bin/benchrunner", "rank"]
+
+
+def test_rank_runs_the_program_named_in_the_environment(monkeypatch):
+    the_job = job(launcher="horovodrun")
+    monkeypatch.setenv(launchers.RANK_ARGV_ENV, launchers.horovodrun_environment(the_job)[launchers.RANK_ARGV_ENV])
+    seen = {}
+    monkeypatch.setattr(cli, "cmd_train", lambda args: seen.setdefault("workload", Workload.from_args(args)) and 0)
+    assert cli.main(["rank"]) == 0
+    assert seen["workload"] == WORKLOAD
+
+
+def test_rank_refuses_anything_but_a_rank_program(monkeypatch, capsys):
+    monkeypatch.setenv(launchers.RANK_ARGV_ENV, "deploy --check")
+    assert cli.main(["rank"]) == 2
+    assert "must hold 'train ...' or 'allreduce ...'" in capsys.readouterr().err
 
 
 def test_sbatch_script_asks_slurm_for_the_same_layout():
@@ -65,7 +80,8 @@ def test_every_launcher_hands_the_ranks_the_same_workload(launcher):
     if launcher == "mpirun":
         argv = launchers.mpirun_argv(the_job, None)
     elif launcher == "horovodrun":
-        argv = launchers.horovodrun_argv(the_job)
+        argv = ["/opt/hpcml/venv/bin/benchrunner", *shlex.split(
+            launchers.horovodrun_environment(the_job)[launchers.RANK_ARGV_ENV])]
     elif launcher == "srun":
         argv = shlex.split(launchers.sbatch_script(the_job).strip().splitlines()[-1])
     else:

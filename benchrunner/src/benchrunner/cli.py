@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -64,6 +66,15 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         shards = data.write_tfrecords(tf, directory, args.tfrecord_shards)
         print(f"{directory / data.TFRECORD_DIR}: {len(shards)} TFRecord shards")
     return 0
+
+
+def cmd_rank(args: argparse.Namespace) -> int:
+    """The rank program named by the environment, for launchers that must not see its options."""
+    argv = shlex.split(os.environ.get(launchers.RANK_ARGV_ENV, ""))
+    if not argv or argv[0] not in launchers.PROGRAMS:
+        raise ValueError(f"{launchers.RANK_ARGV_ENV} must hold 'train ...' or 'allreduce ...', got {argv[:1]}")
+    ranked = build_parser().parse_args(argv)
+    return ranked.func(ranked)
 
 
 def _job(args: argparse.Namespace) -> launchers.Job:
@@ -294,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_context(p)
     _add_sweep(p)
     p.set_defaults(func=cmd_allreduce)
+
+    p = sub.add_parser("rank", help=f"run the train or allreduce command held in ${launchers.RANK_ARGV_ENV} "
+                                    "(how horovodrun starts ranks)")
+    p.set_defaults(func=cmd_rank)
 
     p = sub.add_parser("dataset", help="write a small ChestX-ray14-style dataset (PNGs + labels CSV)")
     p.add_argument("directory")

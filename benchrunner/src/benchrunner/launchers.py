@@ -36,6 +36,8 @@ NCCL_ENV = {
     "overlay": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"},
 }
 LAUNCHED_AT_ENV = "BENCHRUNNER_LAUNCHED_AT"
+# `benchrunner rank` runs the program these arguments name (train or allreduce).
+RANK_ARGV_ENV = "BENCHRUNNER_RANK_ARGV"
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,15 @@ def mpirun_argv(job: Job, hostfile_path: str | None) -> list[str]:
 
 
 def horovodrun_argv(job: Job) -> list[str]:
-    """horovodrun forwards the launching environment to every rank itself."""
+    """horovodrun parses every option-like word of its command line, the rank program's included (it
+    would take --cycle-time-ms for its own and refuse --network as ambiguous), so the rank program's
+    arguments travel in the environment, which horovodrun forwards to every rank."""
     hosts = ",".join(f"{host}:{slots}" for host, slots in _host_slots(job))
-    return ["horovodrun", "-np", str(job.ranks), "-H", hosts, *job.extra_args, *job.rank_argv()]
+    return ["horovodrun", "-np", str(job.ranks), "-H", hosts, *job.extra_args, job.benchrunner, "rank"]
+
+
+def horovodrun_environment(job: Job) -> dict[str, str]:
+    return {**job.environment(), RANK_ARGV_ENV: shlex.join(job.rank_argv()[1:])}
 
 
 def sbatch_script(job: Job, partition: str | None = None, mpi: str = "pmix", time_limit: str = "01:00:00") -> str:
@@ -237,7 +245,7 @@ def execute(job: Job, *, dry_run: bool = False, partition: str | None = None, mp
         results.write_atomic(run_dir / "job.sbatch", script)
         return subprocess.run(argv, check=False).returncode
     if job.launcher == "horovodrun":
-        os.environ.update(job.environment())
+        os.environ.update(horovodrun_environment(job))
         argv = horovodrun_argv(job)
     else:
         hostfile_path = str(run_dir / "hostfile") if job.hosts else None

@@ -211,6 +211,10 @@ def throughput_plot(all_series: list[Series], path: Path) -> Path:
         base = summaries[0].mean / counts[0]
         ax_e.plot(counts, [100 * t.mean / (base * g) for t, g in zip(summaries, counts)], marker="o", label=label)
     counts = sorted({g for s in all_series for g in s.by_gpus})
+    means = [s.throughput(g).mean for s in all_series for g in s.by_gpus]
+    if max(means) > 10 * min(means):
+        # Models an order of magnitude apart: a linear axis would flatten the slower ones.
+        ax_t.set_yscale("log")
     ax_t.set(xlabel="GPUs (ranks)", ylabel="images/s (total)", title="Throughput, 95% CI over repeats", xticks=counts)
     ax_e.set(xlabel="GPUs (ranks)", ylabel="scaling efficiency (%)", title="Scaling efficiency", ylim=(0, 110),
              xticks=counts)

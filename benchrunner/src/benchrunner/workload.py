@@ -117,7 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The workload options shared by `train`, `allreduce` and `launch`."""
     d = Workload()
     group = parser.add_argument_group("workload (identical on every rank and every launcher)")
-    group.add_argument("--model", default=d.model, choices=sorted(models.MODELS))
+    group.add_argument("--model", default=d.model, help=f"one of {', '.join(sorted(models.MODELS))}")
     group.add_argument("--data", default=d.data, choices=DATA_MODES,
                        help="synthetic tensors, or a dataset made by 'benchrunner dataset' (images or tfrecord)")
     group.add_argument("--data-dir", default=d.data_dir, help="the dataset folder, the same path on every node")

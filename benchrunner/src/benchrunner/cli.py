@@ -16,6 +16,7 @@ import yaml
 from benchrunner import __version__, campaign, dataset, kubernetes, launchers, report, results, summary
 from benchrunner.workload import Workload, add_arguments
 
+
 def _extravars(pairs: list[str]) -> dict[str, Any]:
     extravars: dict[str, Any] = {}
     for pair in pairs:
@@ -85,7 +86,8 @@ def _job(args: argparse.Namespace) -> launchers.Job:
         workload=Workload.from_args(args), program=args.program, stack=args.stack, launcher=args.launcher,
         network=args.network, env=env,
         # In a container image benchrunner is on PATH; on nodes, the one beside this Python.
-        benchrunner=args.benchrunner or ("benchrunner" if args.launcher == "mpijob" else _default_benchrunner()), extra_args=tuple(args.launcher_arg),
+        benchrunner=args.benchrunner or ("benchrunner" if args.launcher == "mpijob" else _default_benchrunner()),
+        extra_args=tuple(args.launcher_arg),
         git_commit=args.git_commit, allreduce_min_bytes=args.min_bytes, allreduce_max_bytes=args.max_bytes)
     job.validate()
     return job
@@ -105,11 +107,6 @@ def cmd_launch(args: argparse.Namespace) -> int:
             return 3
         return 0
     return launchers.execute(job, dry_run=args.dry_run, partition=args.partition, mpi=args.slurm_mpi)
-
-
-def _run_dir(value: str) -> Path:
-    path = Path(value)
-    return path.resolve() if path.exists() else path
 
 
 def _run_dir(value: str) -> Path:

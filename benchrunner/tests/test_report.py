@@ -58,7 +58,7 @@ def test_scaling_efficiency_against_the_smallest_gpu_count(results_dir):
 
 def test_kubernetes_relative_to_bare_metal_per_gpu_count(results_dir):
     summaries, _ = report.load_runs(*results_dir)
-    table = report.ratio_table(report.series(summaries, by_stack), "baremetal")
+    table = report.ratio_table(report.ratios(report.series(summaries, by_stack), "baremetal"), "baremetal")
     assert [row[1:4] for row in table.rows] == [("k8s / baremetal", "1", "1.000"), ("k8s / baremetal", "2", "0.919")]
 
 

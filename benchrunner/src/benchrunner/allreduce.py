@@ -15,7 +15,6 @@ from benchrunner import results
 from benchrunner.train import RunContext, init_horovod
 from benchrunner.workload import Workload
 
-ALLREDUCE_JSON = "allreduce.json"
 MIN_BYTES = 8
 MAX_BYTES = 256 * 1024 * 1024
 
@@ -69,6 +68,6 @@ def run(context: RunContext, min_bytes: int, max_bytes: int, warmup: int = 3) ->
         "provenance": context.provenance(tf, hvd),
     }
     if hvd.rank() == 0:
-        results.save(results.ALLREDUCE_RESULT, document, Path(context.output_dir) / ALLREDUCE_JSON)
+        results.save(results.ALLREDUCE_RESULT, document, Path(context.output_dir) / results.SWEEP_JSON)
     hvd.shutdown()
     return document

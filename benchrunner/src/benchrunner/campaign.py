@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from benchrunner import launchers, results
+from benchrunner import launchers, results, summary
 from benchrunner.workload import Workload
 
 STATE_JSON = "state.json"
@@ -199,8 +199,9 @@ def extravars(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
 def run_outcome(results_dir: Path, run_id: str) -> Attempt:
     """Judge a run by what reached the control host: a summary that passed its sanity checks."""
     run_dir = results_dir / run_id
-    if (run_dir / "raw" / "allreduce.json").exists():
-        results.load(results.ALLREDUCE_RESULT, run_dir / "raw" / "allreduce.json")
+    sweep = summary.sweep_path(run_dir)
+    if sweep:
+        results.load(results.ALLREDUCE_RESULT, sweep)
         return Attempt(True)
     try:
         document = results.load(results.SUMMARY, run_dir / "summary.json")

@@ -116,7 +116,7 @@ def _run_dir(value: str) -> Path:
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run_dir)
-    if (run_dir / summary.RAW_DIR / "allreduce.json").exists():
+    if summary.sweep_path(run_dir):
         summary.write_sweep(run_dir)
         sys.stdout.write((run_dir / report.REPORT_MD).read_text())
         return 0
@@ -154,15 +154,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     campaign_dir = _campaign_dir(results_dir, target)
     if campaign_dir is None:
         run_dir = _run_dir(target)
-        sweep = run_dir / summary.RAW_DIR / "allreduce.json"
-        if sweep.exists():
+        sweep = summary.sweep_path(run_dir)
+        if sweep:
             report.write_sweep(run_dir, results.load(results.ALLREDUCE_RESULT, sweep))
         else:
             summary.write_report(run_dir, results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON))
         sys.stdout.write((run_dir / report.REPORT_MD).read_text())
         return 0
-    summaries, sweeps, name = _runs_of(results_dir, str(campaign_dir))
     state = results.load(results.CAMPAIGN_STATE, campaign_dir / campaign.STATE_JSON)
+    name = state["campaign"]
+    summaries, sweeps = report.load_runs(results_dir, sorted(
+        run_id for run_id, entry in state["runs"].items() if entry["status"] == "done"))
     failed = {run_id: e["reason"] for run_id, e in sorted(state["runs"].items()) if e["status"] == "failed"}
     intro = [f"Campaign {name}: {len(summaries) + len(sweeps)} runs done, {len(failed)} failed."]
     intro += [f"failed: {run_id}: {reason}" for run_id, reason in failed.items()]

@@ -57,7 +57,7 @@ def load_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str,
     summaries, sweeps = [], []
     for run_id in run_ids:
         run_dir = results_dir / run_id
-        sweep = run_dir / "raw" / "allreduce.json"
+        sweep = run_dir / "raw" / results.SWEEP_JSON
         if sweep.exists():
             sweeps.append(results.load(results.ALLREDUCE_RESULT, sweep))
         else:
@@ -119,11 +119,21 @@ def ratio(a: stats.Summary, b: stats.Summary) -> tuple[float, float]:
     return value, value * rel
 
 
-def ratio_table(all_series: list[Series], reference: str) -> Table | None:
+@dataclass(frozen=True)
+class Ratio:
+    workload: str
+    variant: str
+    gpus: int
+    value: float
+    half_width: float
+
+
+def ratios(all_series: list[Series], reference: str) -> list[Ratio]:
+    """Each variant's throughput over the reference's, for every workload and GPU count both measured."""
     by_workload: dict[str, dict[str, Series]] = defaultdict(dict)
     for s in all_series:
         by_workload[s.workload][s.variant] = s
-    rows = []
+    out = []
     for workload, variants in sorted(by_workload.items()):
         ref = variants.get(reference)
         if ref is None:
@@ -132,11 +142,15 @@ def ratio_table(all_series: list[Series], reference: str) -> Table | None:
             if variant == reference:
                 continue
             for gpus in sorted(set(ref.by_gpus) & set(s.by_gpus)):
-                value, half = ratio(ref.throughput(gpus), s.throughput(gpus))
-                rows.append((workload, f"{variant} / {reference}", str(gpus), f"{value:.3f}", f"+/- {half:.3f}",
-                             f"{100 * (value - 1):+.1f}%"))
-    if not rows:
+                out.append(Ratio(workload, variant, gpus, *ratio(ref.throughput(gpus), s.throughput(gpus))))
+    return out
+
+
+def ratio_table(found: list[Ratio], reference: str) -> Table | None:
+    if not found:
         return None
+    rows = [(r.workload, f"{r.variant} / {reference}", str(r.gpus), f"{r.value:.3f}", f"+/- {r.half_width:.3f}",
+             f"{100 * (r.value - 1):+.1f}%") for r in found]
     return Table(f"Throughput relative to {reference}", ("workload", "ratio", "GPUs", "value", "95% CI (approx.)",
                                                           "difference"), rows)
 
@@ -224,15 +238,15 @@ def throughput_plot(all_series: list[Series], path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def ratio_plot(ratios: Table, reference: str, path: Path) -> Path:
+def ratio_plot(found: list[Ratio], reference: str, path: Path) -> Path:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     lines: dict[str, tuple[list[int], list[float], list[float]]] = defaultdict(lambda: ([], [], []))
-    for workload, label, gpus, value, half, _ in ratios.rows:
-        xs, ys, es = lines[f"{workload} {label}"]
-        xs.append(int(gpus))
-        ys.append(float(value))
-        es.append(float(half.split()[-1]))
+    for r in found:
+        xs, ys, es = lines[f"{r.workload} {r.variant} / {reference}"]
+        xs.append(r.gpus)
+        ys.append(r.value)
+        es.append(r.half_width)
     for label, (xs, ys, es) in lines.items():
         ax.errorbar(xs, ys, yerr=es, marker="o", capsize=4, label=label)
     ax.axhline(1.0, color="grey", linewidth=1)
@@ -271,9 +285,9 @@ def plots(all_series: list[Series], sweeps: list[dict[str, Any]], variant_of: An
     written = []
     if all_series:
         written.append(throughput_plot(all_series, out_dir / "throughput.png"))
-        ratios = ratio_table(all_series, reference)
-        if ratios:
-            written.append(ratio_plot(ratios, reference, out_dir / "ratio.png"))
+        found = ratios(all_series, reference)
+        if found:
+            written.append(ratio_plot(found, reference, out_dir / "ratio.png"))
         curves = [(f"{s.workload} ({s.variant}, {max(s.by_gpus)} GPUs)", s.by_gpus[max(s.by_gpus)][0]["loss"]["rank0"])
                   for s in all_series]
         written.append(loss_plot(curves, out_dir / "loss.png"))
@@ -348,7 +362,8 @@ def write(out_dir: Path, title: str, summaries: list[dict[str, Any]], sweeps: li
     variants = sorted({s.variant for s in all_series} | {variant_of(s) for s in sweeps}, key=_variant_rank)
     reference = variants[0]
     tables = [throughput_table(all_series), scaling_table(all_series)] if all_series else []
-    tables += [t for t in (ratio_table(all_series, reference), allreduce_table(sweeps, variant_of)) if t]
+    tables += [t for t in (ratio_table(ratios(all_series, reference), reference),
+                           allreduce_table(sweeps, variant_of)) if t]
     figures = plots(all_series, sweeps, variant_of, reference, out_dir / PLOTS_DIR)
     if summaries:
         intro = [*intro, "", "Measured with: " + "; ".join(provenance_lines(summaries))]

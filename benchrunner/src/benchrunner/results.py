@@ -21,6 +21,8 @@ CAMPAIGN_STATE = "campaign-state"
 # Documents that carry their kind and schema_version; a campaign file is written by hand and carries neither.
 KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE)
 SCHEMA_VERSION = 2
+# What a run's raw/ holds: one file per rank for training, one file for an allreduce sweep.
+SWEEP_JSON = "allreduce.json"
 
 
 class ResultError(ValueError):

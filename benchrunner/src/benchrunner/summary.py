@@ -135,8 +135,14 @@ def point_latest(run_dir: Path) -> Path:
     return link
 
 
+def sweep_path(run_dir: Path) -> Path | None:
+    """The run's allreduce result when the run was a sweep, else None."""
+    path = run_dir / RAW_DIR / results.SWEEP_JSON
+    return path if path.exists() else None
+
+
 def write_sweep(run_dir: Path) -> dict[str, Any]:
-    sweep = results.load(results.ALLREDUCE_RESULT, run_dir / RAW_DIR / "allreduce.json")
+    sweep = results.load(results.ALLREDUCE_RESULT, run_dir / RAW_DIR / results.SWEEP_JSON)
     report.write_sweep(run_dir, sweep)
     point_latest(run_dir)
     return sweep

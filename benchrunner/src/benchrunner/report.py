@@ -126,6 +126,8 @@ class Ratio:
     gpus: int
     value: float
     half_width: float
+    # Fewer than two runs on either side: no interval can be given.
+    repeated: bool
 
 
 def ratios(all_series: list[Series], reference: str) -> list[Ratio]:
@@ -142,14 +144,16 @@ def ratios(all_series: list[Series], reference: str) -> list[Ratio]:
             if variant == reference:
                 continue
             for gpus in sorted(set(ref.by_gpus) & set(s.by_gpus)):
-                out.append(Ratio(workload, variant, gpus, *ratio(ref.throughput(gpus), s.throughput(gpus))))
+                a, b = ref.throughput(gpus), s.throughput(gpus)
+                out.append(Ratio(workload, variant, gpus, *ratio(a, b), repeated=min(a.n, b.n) > 1))
     return out
 
 
 def ratio_table(found: list[Ratio], reference: str) -> Table | None:
     if not found:
         return None
-    rows = [(r.workload, f"{r.variant} / {reference}", str(r.gpus), f"{r.value:.3f}", f"+/- {r.half_width:.3f}",
+    rows = [(r.workload, f"{r.variant} / {reference}", str(r.gpus), f"{r.value:.3f}",
+             f"+/- {r.half_width:.3f}" if r.repeated else "- (1 run)",
              f"{100 * (r.value - 1):+.1f}%") for r in found]
     return Table(f"Throughput relative to {reference}", ("workload", "ratio", "GPUs", "value", "95% CI (approx.)",
                                                           "difference"), rows)

@@ -70,3 +70,22 @@ def test_kind_of():
     assert results.kind_of({"kind": "summary"}) == results.SUMMARY
     with pytest.raises(results.ResultError, match="unknown result kind"):
         results.kind_of({"kind": "other"})
+
+
+def node_validation(check):
+    return {"kind": "node-validation", "schema_version": 2, "created": "2026-11-21T07:00:00Z", "status": "pass",
+            "cluster": {"versions_uniform": {"status": "skip", "reason": "no node has an NVIDIA GPU"},
+                        "ib_write_bw_pair": {"status": "pass", "detail": "gpu01 <-> gpu02", "gbps": 392.4}},
+            "nodes": {"gpu01": {"roles": {"nvidia_driver": {"steps": "run", "reason": None, "version": "580.95.05"}},
+                                "versions": {"driver": "580.95.05", "cuda": "13.0", "nccl": "2.27.7"},
+                                "checks": {"nvidia_smi": check, "ib_ports_active": {"status": "pass"},
+                                           "peermem_loaded": {"status": "pass"}, "reboot_pending": {"status": "pass"}}}}}
+
+
+def test_node_validation_summary_is_checked_like_every_result():
+    results.validate(results.NODE_VALIDATION, node_validation({"status": "pass", "detail": "8 GPU(s) answer"}))
+
+
+def test_a_skipped_or_failed_check_must_say_why():
+    with pytest.raises(results.ResultError, match="node-validation v2 schema at nodes/gpu01/checks/nvidia_smi"):
+        results.validate(results.NODE_VALIDATION, node_validation({"status": "skip"}))

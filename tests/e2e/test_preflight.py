@@ -30,6 +30,21 @@ def test_bad_version_string():
                                 "must look like 2.15.1")
 
 
+def test_bad_driver_version():
+    assert_stopped_in_preflight(run_site(extravars={"nvidia_driver_version": "580"}),
+                                "nvidia_driver_version must be a full driver version such as 580.95.05")
+
+
+def test_unsupported_rdma_stack_names_the_supported_ones():
+    assert_stopped_in_preflight(run_site(extravars={"rdma_stack": "ofed5"}),
+                                "rdma_stack is 'ofed5'; supported: inbox, doca, mlnx_ofed")
+
+
+def test_cuda_default_must_be_an_installed_toolkit():
+    assert_stopped_in_preflight(run_site(extravars={"cuda_toolkit_versions": ["12.8.1"], "cuda_toolkit_default": "12.6.3"}),
+                                "cuda_toolkit_default one of them (now '12.6.3')")
+
+
 def test_more_gpus_asked_than_found():
     assert_stopped_in_preflight(run_site(extravars={"benchrunner_gpus_per_node": 2}),
                                 "benchrunner_gpus_per_node is 2 but lab-node1 has 0 usable GPU(s)")

@@ -83,3 +83,36 @@ def test_horovodrun_launches_the_same_workload(first_run, tmp_path):
     assert (document["launcher"], document["ranks"], document["sanity"]["passed"]) == ("horovodrun", 2, True)
     default = results.load(results.SUMMARY, RESULTS / summary.LATEST / summary.SUMMARY_JSON)
     assert document["workload"] == default["workload"]
+
+
+NODE_LAYER_ROLES = ["nvidia_repo", "nvidia_driver", "rdma", "gpudirect", "nvidia_fabricmanager", "cuda_toolkit"]
+
+
+@pytest.fixture(scope="module")
+def node_validation(first_run):
+    return results.load(results.NODE_VALIDATION, RESULTS / "node-validation" / "latest.json")
+
+
+def test_node_layer_skips_every_hardware_step_with_its_reason(node_validation):
+    assert sorted(node_validation["nodes"]) == ["lab-node1", "lab-node2"]
+    for name, node in node_validation["nodes"].items():
+        for role in NODE_LAYER_ROLES:
+            state = node["roles"][role]
+            assert state["steps"] == "skip", (name, role)
+            assert state["reason"], (name, role)
+        assert node["roles"]["nvidia_driver"]["reason"].startswith("no NVIDIA GPU found on the PCI bus")
+        assert node["roles"]["rdma"]["reason"].startswith("no RDMA adapter found on the PCI bus")
+        # The Kubernetes-only role does not run on the bare-metal stack at all.
+        assert "nvidia_container_toolkit" not in node["roles"]
+
+
+def test_validation_summary_says_what_it_could_not_check_and_why(node_validation):
+    assert node_validation["status"] == "pass"
+    assert node_validation["cluster"]["versions_uniform"] == {"status": "skip", "reason": "no node has an NVIDIA GPU"}
+    assert node_validation["cluster"]["ib_write_bw_pair"]["reason"] == "fewer than two nodes have an active RDMA port"
+    for node in node_validation["nodes"].values():
+        checks = node["checks"]
+        assert checks["nvidia_smi"]["status"] == "skip"
+        assert checks["ib_ports_active"]["status"] == "skip"
+        assert checks["peermem_loaded"]["reason"] == "no NVIDIA GPU on this node"
+        assert checks["reboot_pending"]["status"] == "pass"

@@ -74,18 +74,48 @@ def test_gpu_facts_say_why_no_gpu_is_usable(case, sysfs, tmp_path):
     assert facts["reason"] == reason
 
 
-def test_rdma_facts(sysfs):
+def test_rdma_facts(sysfs, tmp_path):
     device = sysfs.pci("0000:1a:00.0", "0x15b3", "0x101b", "0x020700", driver="mlx5_core")
     sysfs.ib_device("mlx5_0", device, [("4: ACTIVE", "5: LinkUp", "InfiniBand", "400 Gb/sec (4X NDR)")])
-    facts = run_module("rdma_facts", f"sysfs_root={sysfs.root}")["hpcml_rdma"]
+    facts = run_module("rdma_facts", f"sysfs_root={sysfs.root} ibv_devinfo={fake_ibv_devinfo(tmp_path)}")["hpcml_rdma"]
     assert facts["present"] is True
-    assert facts["devices"][0]["ports"][0]["rate_gbps"] == 400.0
+    assert facts["ibv_devinfo"] is True
+    port = facts["devices"][0]["ports"][0]
+    assert port["rate_gbps"] == 400.0
+    assert port["active_mtu"] == "4096"
+
+
+def fake_ibv_devinfo(tmp_path):
+    script = tmp_path / "ibv_devinfo"
+    script.write_text(f"#!/bin/sh\ncat {FIXTURES / 'ibv_devinfo.cx7-ib-roce.txt'}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_gpudirect_facts_on_a_gpu_node_with_infiniband(sysfs, tmp_path):
+    sysfs.pci("0000:18:00.0", "0x10de", "0x2330", "0x030200", driver="nvidia")
+    device = sysfs.pci("0000:1a:00.0", "0x15b3", "0x101b", "0x020700", driver="mlx5_core")
+    sysfs.ib_device("mlx5_0", device, [("4: ACTIVE", "5: LinkUp", "InfiniBand", "400 Gb/sec (4X NDR)")])
+    for module in ("nvidia", "nvidia_peermem", "ib_core"):
+        (sysfs.root / "module" / module).mkdir(parents=True)
+    args = f"sysfs_root={sysfs.root} nvidia_smi={fake_nvidia_smi(tmp_path)}"
+    facts = run_module("gpudirect_facts", args)["hpcml_gpudirect"]
+    assert facts["ready"] is True
+    assert facts["nearest_nics"]["GPU4"] == {"link": "PXB", "nics": ["NIC1"]}
+
+
+def test_gpudirect_facts_without_hardware(sysfs):
+    sysfs.pci("0000:00:03.0", "0x1af4", "0x1000", "0x020000", driver="virtio-pci")
+    facts = run_module("gpudirect_facts", f"sysfs_root={sysfs.root}")["hpcml_gpudirect"]
+    assert facts["ready"] is False
+    assert facts["reason"] == "no NVIDIA GPU on this node"
+    assert facts["modules"] == {}
 
 
 def test_every_plugin_documents_itself():
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
     ansible_doc = str(Path(sys.executable).parent / "ansible-doc")
-    for kind, names in (("module", ["gpu_facts", "rdma_facts"]), ("filter", ["horovod_build"])):
+    for kind, names in (("module", ["gpu_facts", "rdma_facts", "gpudirect_facts"]), ("filter", ["horovod_build"])):
         out = subprocess.run([ansible_doc, "-t", kind, "--json"] + [f"hpcml.cluster.{n}" for n in names],
                              cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
         assert out.returncode == 0, out.stderr

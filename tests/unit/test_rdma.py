@@ -42,3 +42,29 @@ def test_no_adapter(sysfs):
     assert facts["present"] is False
     assert facts["pci_count"] == 0
     assert facts["reason"] == "no RDMA adapter found on the PCI bus (vendor 0x15b3)"
+
+
+def test_ibv_devinfo_ports(fixture_text):
+    parsed = rdma.parse_ibv_devinfo(fixture_text("ibv_devinfo.cx7-ib-roce.txt"))
+    assert sorted(parsed) == ["mlx5_0", "mlx5_1"]
+    ib = parsed["mlx5_0"]
+    assert ib["vendor_part_id"] == "4129"
+    assert ib["transport"] == "InfiniBand (0)"
+    assert ib["ports"][1] == {"state": "PORT_ACTIVE (4)", "max_mtu": "4096", "active_mtu": "4096", "sm_lid": "1",
+                              "port_lid": "17", "port_lmc": "0x00", "link_layer": "InfiniBand"}
+    assert parsed["mlx5_1"]["ports"][1]["link_layer"] == "Ethernet"
+    assert parsed["mlx5_1"]["ports"][1]["active_mtu"] == "1024"
+
+
+def test_ibv_devinfo_adds_mtu_and_lids_to_sysfs_ports(sysfs, fixture_text):
+    device = sysfs.pci("0000:1a:00.0", "0x15b3", "0x1021", "0x020700", driver="mlx5_core")
+    sysfs.ib_device("mlx5_0", device, [("4: ACTIVE", "5: LinkUp", "InfiniBand", "400 Gb/sec (4X NDR)")])
+    devices = rdma.merge_ibv_devinfo(rdma.scan_devices(str(sysfs.root)),
+                                     rdma.parse_ibv_devinfo(fixture_text("ibv_devinfo.cx7-ib-roce.txt")))
+    port = devices[0]["ports"][0]
+    assert (port["active_mtu"], port["lid"], port["sm_lid"]) == ("4096", "17", "1")
+    assert devices[0]["vendor_part_id"] == "4129"
+
+
+def test_ibv_devinfo_without_devices():
+    assert rdma.parse_ibv_devinfo("No IB devices found\n") == {}

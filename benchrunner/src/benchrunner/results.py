@@ -18,8 +18,10 @@ SUMMARY = "summary"
 ALLREDUCE_RESULT = "allreduce-result"
 CAMPAIGN = "campaign"
 CAMPAIGN_STATE = "campaign-state"
+# Written by the node_validation role (playbooks/validate.yml), checked here like every other result.
+NODE_VALIDATION = "node-validation"
 # Documents that carry their kind and schema_version; a campaign file is written by hand and carries neither.
-KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE)
+KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE, NODE_VALIDATION)
 SCHEMA_VERSION = 2
 # What a run's raw/ holds: one file per rank for training, one file for an allreduce sweep.
 SWEEP_JSON = "allreduce.json"

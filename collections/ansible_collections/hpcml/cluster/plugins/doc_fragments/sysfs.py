@@ -13,3 +13,11 @@ options:
     type: path
     default: /sys
 """
+
+    # For the modules that also ask nvidia-smi (hpcml.cluster.sysfs.nvidia_smi).
+    NVIDIA_SMI = r"""
+options:
+  nvidia_smi:
+    description: Path of nvidia-smi; found on PATH when not given.
+    type: path
+"""

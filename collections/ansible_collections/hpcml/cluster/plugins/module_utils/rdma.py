@@ -77,3 +77,50 @@ def summarize(pci_devices, devices):
         "active_ports": len(active),
         "link_layers": sorted({p["link_layer"] for d in devices for p in d["ports"] if p["link_layer"]}),
     }
+
+
+def _ibv_value(value):
+    """'4: PORT_ACTIVE' -> 'PORT_ACTIVE', '4096 (5)' -> '4096'; other values as they are."""
+    value = value.strip()
+    match = re.match(r"^(\d+)\s+\(\d+\)$", value)
+    if match:
+        return match.group(1)
+    return value.split(":", 1)[1].strip() if re.match(r"^\d+:\s", value) else value
+
+
+def parse_ibv_devinfo(text):
+    """`ibv_devinfo` output -> {hca name: {fields..., "ports": {number: {fields...}}}}."""
+    devices = {}
+    device = port = None
+    for line in text.splitlines():
+        hca = re.match(r"^hca_id:\s*(\S+)", line)
+        if hca:
+            device = devices.setdefault(hca.group(1), {"ports": {}})
+            port = None
+            continue
+        if device is None:
+            continue
+        port_match = re.match(r"^\s+port:\s*(\d+)", line)
+        if port_match:
+            port = device["ports"].setdefault(int(port_match.group(1)), {})
+            continue
+        field = re.match(r"^\s+(\w+):\s*(.*)$", line)
+        if field:
+            (port if port is not None else device)[field.group(1)] = _ibv_value(field.group(2))
+    return devices
+
+
+def merge_ibv_devinfo(devices, parsed):
+    """Adds what only the verbs library knows (transport, MTU, LIDs) to each sysfs device's ports."""
+    for device in devices:
+        info = parsed.get(device["name"])
+        if not info:
+            continue
+        device["transport"] = info.get("transport")
+        device["vendor_part_id"] = info.get("vendor_part_id")
+        for port in device["ports"]:
+            verbs = info["ports"].get(port["port"], {})
+            port["active_mtu"] = verbs.get("active_mtu")
+            port["lid"] = verbs.get("port_lid")
+            port["sm_lid"] = verbs.get("sm_lid")
+    return devices

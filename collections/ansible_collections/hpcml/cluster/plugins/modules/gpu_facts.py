@@ -13,12 +13,9 @@ description:
   - Where C(nvidia-smi) is installed and answers, adds the driver and CUDA versions, per-GPU details from
     C(nvidia-smi -q -x) and the interconnect matrix from C(nvidia-smi topo -m).
   - Changes nothing; supports check mode.
-options:
-  nvidia_smi:
-    description: Path of nvidia-smi; found on PATH when not given.
-    type: path
 extends_documentation_fragment:
   - hpcml.cluster.sysfs
+  - hpcml.cluster.sysfs.nvidia_smi
 author: hpcml
 """
 

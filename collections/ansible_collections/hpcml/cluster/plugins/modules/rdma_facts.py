@@ -11,7 +11,12 @@ short_description: Report the RDMA adapters (InfiniBand / RoCE) a node really ha
 description:
   - Finds Mellanox/NVIDIA network adapters on the PCI bus by vendor and class.
   - Reads each RDMA device under C(/sys/class/infiniband) for its ports' state, physical state, link layer and rate.
+  - Where C(ibv_devinfo) is installed, adds each port's transport, active MTU and LIDs as the verbs library sees them.
   - Changes nothing; supports check mode.
+options:
+  ibv_devinfo:
+    description: Path of ibv_devinfo; found on PATH when not given.
+    type: path
 extends_documentation_fragment:
   - hpcml.cluster.sysfs
 author: hpcml
@@ -30,7 +35,7 @@ ansible_facts:
   contains:
     hpcml_rdma:
       description: C(present), C(reason) when absent, C(pci_count), C(device_count), C(devices) with their C(ports),
-        C(active_ports), C(link_layers).
+        C(active_ports), C(link_layers), C(ibv_devinfo) (whether ibv_devinfo answered).
       type: dict
 """
 
@@ -40,11 +45,20 @@ from ansible_collections.hpcml.cluster.plugins.module_utils import pci, rdma
 
 def main():
     module = AnsibleModule(
-        argument_spec={"sysfs_root": {"type": "path", "default": "/sys"}},
+        argument_spec={"sysfs_root": {"type": "path", "default": "/sys"}, "ibv_devinfo": {"type": "path"}},
         supports_check_mode=True,
     )
     root = module.params["sysfs_root"]
-    facts = rdma.summarize(pci.scan(root), rdma.scan_devices(root))
+    devices = rdma.scan_devices(root)
+    verbs = module.params["ibv_devinfo"] or module.get_bin_path("ibv_devinfo")
+    answered = False
+    if devices and verbs:
+        rc, out, _err = module.run_command([verbs, "-v"])
+        answered = rc == 0
+        if answered:
+            rdma.merge_ibv_devinfo(devices, rdma.parse_ibv_devinfo(out))
+    facts = rdma.summarize(pci.scan(root), devices)
+    facts["ibv_devinfo"] = answered
     module.exit_json(changed=False, ansible_facts={"hpcml_rdma": facts})
 
 

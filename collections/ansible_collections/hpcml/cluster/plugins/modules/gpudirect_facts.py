@@ -1,0 +1,73 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpudirect_facts
+short_description: Report whether a node is ready for GPUDirect RDMA
+description:
+  - Reads which of C(nvidia), C(nvidia_peermem), the retired C(nv_peer_mem), C(gdrdrv) (GDRCopy), C(nvidia_fs) (GPUDirect
+    Storage), C(ib_core) and C(mlx5_core) are loaded, from C(/sys/module).
+  - Where C(nvidia-smi) answers, finds each GPU's nearest NIC in C(nvidia-smi topo -m) and flags GPUs whose nearest NIC
+    is further than a PCIe switch (PXB), where GPUDirect RDMA loses most of its benefit.
+  - Changes nothing; supports check mode.
+extends_documentation_fragment:
+  - hpcml.cluster.sysfs
+  - hpcml.cluster.sysfs.nvidia_smi
+author: hpcml
+"""
+
+EXAMPLES = r"""
+- name: Learn whether GPUDirect RDMA can work here
+  hpcml.cluster.gpudirect_facts:
+
+- name: Require it on GPU nodes with InfiniBand
+  ansible.builtin.assert:
+    that: ansible_facts.hpcml_gpudirect.ready
+    fail_msg: "{{ ansible_facts.hpcml_gpudirect.reason }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts under C(hpcml_gpudirect).
+  returned: always
+  type: dict
+  contains:
+    hpcml_gpudirect:
+      description: C(ready), C(reason) when not ready, C(modules) (loaded module -> version), C(peermem_loaded),
+        C(legacy_nv_peer_mem_loaded), C(gdrcopy_loaded), C(gds_loaded), C(nearest_nics) (GPU -> link and NICs),
+        C(gpus_far_from_nic).
+      type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, gpudirect, pci, rdma
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={"sysfs_root": {"type": "path", "default": "/sys"}, "nvidia_smi": {"type": "path"}},
+        supports_check_mode=True,
+    )
+    root = module.params["sysfs_root"]
+    devices = pci.scan(root)
+    gpu_present = gpu.from_pci(devices)["pci_count"] > 0
+    rdma_present = bool(rdma.scan_devices(root))
+    topology = None
+    smi = module.params["nvidia_smi"] or module.get_bin_path("nvidia-smi")
+    if gpu_present and smi and os.access(smi, os.X_OK):
+        rc, out, _err = module.run_command([smi, "topo", "-m"])
+        if rc == 0:
+            topology = gpu.parse_topo_matrix(out)
+    facts = gpudirect.summarize(gpu_present, rdma_present, gpudirect.loaded_modules(root),
+                                gpudirect.nearest_nics(topology))
+    module.exit_json(changed=False, ansible_facts={"hpcml_gpudirect": facts})
+
+
+if __name__ == "__main__":
+    main()

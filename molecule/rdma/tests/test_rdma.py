@@ -1,0 +1,26 @@
+"""The inbox RDMA stack with its tools, from Debian's own packages; or a reasoned skip."""
+
+from node_layer import assert_skipped, installed_version, is_image, record
+
+
+def test_cpu_node_skips_with_the_reason(host):
+    if is_image(host):
+        return
+    assert_skipped(host, "rdma", "no RDMA adapter found on the PCI bus")
+    assert installed_version(host, "perftest") is None
+
+
+def test_inbox_stack_and_tools_are_installed(host):
+    if not is_image(host):
+        return
+    for package in ("rdma-core", "ibverbs-providers", "ibverbs-utils", "infiniband-diags", "perftest"):
+        assert installed_version(host, package), package
+    for tool in ("ibstat", "ibv_devinfo", "ib_write_bw", "ib_read_lat"):
+        assert host.exists(tool), tool
+    # The verbs library loads and finds no adapter: "No IB devices found", or, where the kernel has no
+    # RDMA support at all (as in this lab), "Failed to get IB devices list".
+    probe = host.run("ibv_devinfo")
+    assert probe.rc != 0
+    assert "IB devices" in probe.stdout + probe.stderr
+    state = record(host, "rdma")
+    assert (state["steps"], state["stack"], state["firmware_update"]) == ("image", "inbox", False)

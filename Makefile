@@ -3,6 +3,8 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 VENV ?= .venv
 LAB_NODES ?= 2
+# A separate Slurm head node (lab-head) beside the compute nodes.
+LAB_HEAD ?= true
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_DEPRECATION_WARNINGS := False
 export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
@@ -14,7 +16,7 @@ HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-cl
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
-	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) lab nodes;  make lab-down  remove them"
+	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
 	@echo "make bench     benchmarks of the project's own code"
 
 host-deps:
@@ -37,7 +39,7 @@ lab-image: deps
 	ansible-playbook playbooks/lab.yml --tags image
 
 lab-up: deps
-	ansible-playbook playbooks/lab.yml -e lab_nodes=$(LAB_NODES)
+	ansible-playbook playbooks/lab.yml -e lab_nodes=$(LAB_NODES) -e lab_head=$(LAB_HEAD)
 
 lab-down: deps
 	ansible-playbook playbooks/lab.yml -e lab_state=absent

@@ -66,11 +66,21 @@ def test_rank_refuses_anything_but_a_rank_program(monkeypatch, capsys):
 def test_sbatch_script_asks_slurm_for_the_same_layout():
     script = launchers.sbatch_script(job(stack="slurm", launcher="srun"), partition="gpu", mpi="pmi2")
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=6", "#SBATCH --ntasks-per-node=4",
-                 "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu", "export NCCL_DEBUG=INFO"):
+                 "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu", "#SBATCH --nodelist=gpu1,gpu2",
+                 "export NCCL_DEBUG=INFO"):
         assert line + "\n" in script
     srun = shlex.split(script.strip().splitlines()[-1])
     assert srun[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
     assert parsed(srun).launcher == "srun" and parsed(srun).stack == "slurm"
+
+
+def test_sbatch_script_without_hosts_lets_slurm_place_the_job():
+    assert "--nodelist" not in launchers.sbatch_script(job(stack="slurm", launcher="srun", hosts=()))
+
+
+def test_srun_given_too_few_hosts_is_refused():
+    with pytest.raises(ValueError, match="6 ranks at 4 per node need 2 hosts, 1 given"):
+        job(stack="slurm", launcher="srun", hosts=("gpu1",)).validate()
 
 
 @pytest.mark.parametrize("launcher", ["mpirun", "horovodrun", "srun", "mpijob"])

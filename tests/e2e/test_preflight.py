@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from lab import PROJECT, run_site
+import yaml
+
+from lab import LAB_INVENTORY, PROJECT, run_site
 
 
 def assert_stopped_in_preflight(outcome, expected: str) -> None:
@@ -72,3 +74,17 @@ def test_passing_preflight_changes_nothing():
     outcome = run_site(tags="preflight")
     assert outcome.ok, outcome.failures
     assert outcome.changes == []
+
+
+def test_bad_slurm_version():
+    assert_stopped_in_preflight(run_site(extravars={"slurm_version": "22.05.x"}),
+                                "slurm_version must be empty (the distribution's) or look like 22.05.8 (got '22.05.x')")
+
+
+def test_srun_without_a_slurm_controller(tmp_path):
+    inventory = yaml.safe_load(LAB_INVENTORY.read_text())
+    del inventory["all"]["children"]["slurm_controller"]
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    assert_stopped_in_preflight(run_site(inventory=str(path), extravars={"benchrunner_launcher": "srun"}),
+                                "benchrunner_launcher is srun, but the inventory has no 'slurm_controller' group")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from benchrunner import report, results, summary
-from lab import PROJECT, run_site
+from lab import PROJECT, lab_node_names, run_site
 
 RESULTS = PROJECT / "results"
 BENCHMARK_PLAY_PREFIX = "Benchmark"
+HEAD = "lab-head"
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +54,37 @@ def test_every_rank_file_reached_the_control_host(latest_summary):
 
 
 def test_provenance_names_the_stack_and_versions(latest_summary):
-    assert latest_summary["stack"] == "baremetal"
-    assert latest_summary["launcher"] == "mpirun"
+    # The lab has a Slurm controller, so the default run is a batch job whose ranks srun started through PMIx.
+    assert latest_summary["stack"] == "slurm"
+    assert latest_summary["launcher"] == "srun"
     assert latest_summary["versions"]["tensorflow"] == "2.15.1"
     assert latest_summary["versions"]["horovod"] == "0.28.1"
     assert latest_summary["versions"]["mpi"].startswith("Open MPI")
     assert latest_summary["provenance"]["horovod"]["mpi_built"] is True
+
+
+def on_head(*argv: str) -> str:
+    return subprocess.run(["podman", "exec", HEAD, *argv], check=True, capture_output=True, text=True).stdout
+
+
+def test_slurm_has_every_node_idle_and_runs_steps_across_them(first_run):
+    nodes = lab_node_names()
+    states = on_head("sinfo", "--noheader", "--Node", "--format=%N %t").split("\n")
+    assert sorted(line for line in states if line) == [f"{node} idle" for node in nodes]
+    assert sorted(on_head("timeout", "60", "srun", f"--nodes={len(nodes)}", "hostname").split()) == nodes
+
+
+def test_replacing_the_munge_key_is_a_rerun(first_run):
+    key = PROJECT / "inventory" / "lab" / "credentials" / "munge.key"
+    old = key.read_bytes()
+    key.unlink()
+    outcome = run_site(tags="slurm")
+    assert outcome.ok, outcome.failures
+    assert key.read_bytes() != old and key.stat().st_mode & 0o777 == 0o600
+    installed = {c.host for c in outcome.changes if c.task == "Install the cluster key"}
+    assert installed == {HEAD, *lab_node_names()}
+    # The role's own check decoded every host's credential on one host; Slurm still authenticates.
+    assert on_head("timeout", "60", "srun", "--nodes=1", "true") == ""
 
 
 def test_second_run_changes_nothing_in_provisioning(first_run):

@@ -16,7 +16,7 @@ from lab import PROJECT, lab_node_names, run_site
 
 CAMPAIGN = {
     "name": "e2e",
-    "repeats": 2,
+    "repeats": 1,
     "gpus": [1, 2],
     "workloads": {"data": ["synthetic", "tfrecord"]},
     "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2, "measured_steps": 6},

@@ -80,7 +80,9 @@ class Job:
             problems.append(f"network {self.network!r} is not one of {', '.join(NETWORKS)}")
         if self.ranks < 1:
             problems.append("ranks must be >= 1")
-        if self.launcher in ("mpirun", "horovodrun") and len(self.hosts) < self.nodes:
+        # srun may leave placement to Slurm, but hosts it is given must be enough.
+        if (self.launcher in ("mpirun", "horovodrun") or (self.launcher == "srun" and self.hosts)) \
+                and len(self.hosts) < self.nodes:
             problems.append(f"{self.ranks} ranks at {self.slots_per_node} per node need {self.nodes} hosts, "
                             f"{len(self.hosts)} given")
         if problems:
@@ -150,6 +152,9 @@ def sbatch_script(job: Job, partition: str | None = None, mpi: str = "pmix", tim
         f"#SBATCH --output={job.output_dir}/slurm-%j.out",
         "#SBATCH --exclusive",
     ]
+    if job.hosts:
+        # The nodes the caller collects results from; Slurm would otherwise pick any idle ones.
+        lines.append(f"#SBATCH --nodelist={','.join(job.hosts[:job.nodes])}")
     if job.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
     if partition:

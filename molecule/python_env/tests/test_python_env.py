@@ -20,9 +20,9 @@ def test_horovod_was_built_with_tensorflow_mpi_and_gloo(host):
 
 
 def test_installed_offline_from_the_node_wheelhouse(host):
-    wheelhouse = host.file("/var/cache/hpcml/wheelhouse/cp311-x86_64")
+    wheelhouse = host.file("/var/cache/hpcml/wheelhouse/debian12-cp311-x86_64-cpu")
     assert wheelhouse.is_directory
-    names = host.check_output("ls /var/cache/hpcml/wheelhouse/cp311-x86_64").split()
+    names = host.check_output("ls /var/cache/hpcml/wheelhouse/debian12-cp311-x86_64-cpu").split()
     assert any(n.startswith("horovod-0.28.1-cp311-cp311-linux_x86_64") and n.endswith(".whl") for n in names)
     assert any(n.startswith("tensorflow-2.15.1-") for n in names)
 

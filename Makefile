@@ -11,13 +11,14 @@ export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 # Debian packages the control host needs for the lab and the tests.
 HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates
 
-.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench clean distclean
+.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack clean distclean
 
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
 	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
 	@echo "make bench     benchmarks of the project's own code"
+	@echo "make bench-stack  wall time of the bare-metal stack play on 1 vs 3 fresh lab machines (replaces the lab)"
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -72,6 +73,9 @@ BENCH_HOST ?= nodes[0]
 bench: deps
 	ANSIBLE_STDOUT_CALLBACK=ansible.builtin.minimal ansible '$(BENCH_HOST)' -m ansible.builtin.script \
 	  -a 'benchmarks/harness_overhead.py --repeats 5 executable=/opt/hpcml/venv/bin/python'
+
+bench-stack: deps
+	benchmarks/baremetal_scaling.sh
 
 docs: deps
 	python tools/role_readme.py

@@ -68,6 +68,18 @@ def test_events_become_changes_and_failures(tmp_path):
     assert outcome.failures == ["n2: Loop: no group 'nodes'", "n3: Gather: timeout"]
 
 
+def test_changes_of_no_log_tasks_are_recovered_from_the_recap(tmp_path):
+    hidden = {"censored": "the output has been hidden due to the fact that 'no_log: true' was specified"}
+    events = [
+        {"event": "runner_on_ok", "event_data": {"play": "Slurm", "task": "Install the key", "host": "n1", "res": hidden}},
+        {"event": "runner_on_ok", "event_data": {"play": "Slurm", "task": "Install the key", "host": "n2", "res": hidden}},
+        {"event": "runner_on_ok", "event_data": {"play": "Slurm", "task": "Restart", "host": "n1", "res": {"changed": True}}},
+        {"event": "playbook_on_stats", "event_data": {"changed": {"n1": 2, "n2": 0}}},
+    ]
+    outcome = playbooks.run(project(tmp_path), progress=playbooks.Progress(out=None), runner_module=FakeRunner(events))
+    assert outcome.changes == [playbooks.Change("Slurm", "Restart", "n1"), playbooks.Change("Slurm", "Install the key", "n1")]
+
+
 def test_recap_lists_every_host_with_its_counts(capsys):
     outcome = playbooks.Outcome(rc=2, status="failed", stats={"ok": {"a": 5, "b": 3}, "changed": {"a": 2},
                                                               "failures": {"b": 1}, "dark": {}})

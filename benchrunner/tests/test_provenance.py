@@ -18,3 +18,10 @@ def test_cpu_model(tmp_path):
     path = tmp_path / "cpuinfo"
     path.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: fpu\n")
     assert provenance.cpu_model(str(path)) == "Intel(R) Xeon(R) Platinum 8480+"
+
+
+def test_the_mapped_mpi_library_is_found_whatever_started_the_rank():
+    maps = ("7f1c2a000000-7f1c2a100000 r-xp 00000000 08:01 123 /usr/lib/x86_64-linux-gnu/libopen-pal.so.40.30.2\n"
+            "7f1c2b000000-7f1c2b200000 r-xp 00000000 08:01 456 /usr/lib/x86_64-linux-gnu/libmpi.so.40.30.2\n")
+    assert provenance.loaded_mpi_library(maps) == "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.2"
+    assert provenance.loaded_mpi_library("7f00-7f01 r-xp 0 0:0 0 /usr/lib/libc.so.6\n") is None

@@ -81,10 +81,23 @@ def test_replacing_the_munge_key_is_a_rerun(first_run):
     outcome = run_site(tags="slurm")
     assert outcome.ok, outcome.failures
     assert key.read_bytes() != old and key.stat().st_mode & 0o777 == 0o600
+    # A no_log task's change is known from the recap (playbooks.Progress), not from its censored result.
     installed = {c.host for c in outcome.changes if c.task == "Install the cluster key"}
     assert installed == {HEAD, *lab_node_names()}
     # The role's own check decoded every host's credential on one host; Slurm still authenticates.
     assert on_head("timeout", "60", "srun", "--nodes=1", "true") == ""
+
+
+def test_a_node_drained_for_its_hardware_returns_with_a_rerun(first_run):
+    # Configured memory above what the nodes have is what Slurm sees when a node loses DIMMs.
+    drained = run_site(tags="slurm", extravars={"slurm_memory_reserve_mb": -4096, "slurm_wait_timeout_s": 15})
+    assert not drained.ok
+    assert any("Low RealMemory" in failure for failure in drained.failures), drained.failures
+    # Slurm 22.05 marks such nodes inval; rewritten from slurmd -C, their definitions fit and they come back.
+    fixed = run_site(tags="slurm")
+    assert fixed.ok, fixed.failures
+    states = on_head("sinfo", "--noheader", "--Node", "--format=%N %t").split("\n")
+    assert sorted(line for line in states if line) == [f"{node} idle" for node in lab_node_names()]
 
 
 def test_second_run_changes_nothing_in_provisioning(first_run):

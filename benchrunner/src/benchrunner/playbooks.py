@@ -73,10 +73,24 @@ class Progress:
         self.out = out
         self.failures: list[str] = []
         self.changes: list[Change] = []
+        # Results of no_log tasks reach the event stream without their "changed"; the recap's count says.
+        self._hidden: dict[str, list[Change]] = {}
 
     def _say(self, line: str) -> None:
         if self.out is not None:
             print(line, file=self.out, flush=True)
+
+    def _account_for_hidden(self, changed: dict[str, int]) -> None:
+        """Changes the recap counts beyond those seen are no_log tasks': named when all of a host's changed."""
+        for host, hidden in self._hidden.items():
+            unseen = changed.get(host, 0) - sum(c.host == host for c in self.changes)
+            if unseen <= 0:
+                continue
+            if unseen >= len(hidden):
+                self.changes += hidden
+            else:
+                tasks = ", ".join(sorted({c.task for c in hidden}))
+                self.changes.append(Change("", f"{unseen} of the no_log tasks {tasks}", host))
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
@@ -85,8 +99,13 @@ class Progress:
             self._say(f"== {data.get('play', '').strip()}")
         elif kind == "playbook_on_task_start":
             self._say(f"   - {data.get('task', '').strip()}")
+        elif kind == "runner_on_ok" and "censored" in data.get("res", {}):
+            self._hidden.setdefault(data.get("host", ""), []).append(
+                Change(data.get("play", ""), data.get("task", ""), data.get("host", "")))
         elif kind == "runner_on_ok" and data.get("res", {}).get("changed"):
             self.changes.append(Change(data.get("play", ""), data.get("task", ""), data.get("host", "")))
+        elif kind == "playbook_on_stats":
+            self._account_for_hidden(data.get("changed", {}))
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             message = failure_message(data.get("res", {}))
             line = f"{data.get('host')}: {data.get('task', '').strip()}: {message}"

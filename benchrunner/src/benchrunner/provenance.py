@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +45,26 @@ def recorded_environment(environ: dict[str, str] | None = None) -> dict[str, str
     }
 
 
+def loaded_mpi_library(maps: str) -> str | None:
+    """The libmpi this process mapped (from /proc/self/maps text), whichever launcher started it."""
+    found = re.search(r"(/\S*/libmpi\.so[.0-9]*)$", maps, re.MULTILINE)
+    return found.group(1) if found else None
+
+
 def mpi_version(hvd: Any) -> str | None:
-    """The MPI library's own version string, when Horovod runs on MPI."""
+    """The MPI library's own version (MPI_Get_library_version), when Horovod runs on MPI: "Open MPI v4.1.4"."""
     if not hvd.mpi_enabled():
         return None
-    # Open MPI marks every rank it starts; ompi_info names its exact version.
-    if "OMPI_COMM_WORLD_SIZE" in os.environ:
-        try:
-            out = subprocess.run(["ompi_info", "-V"], capture_output=True, text=True, timeout=30, check=True).stdout
-            return out.strip().splitlines()[0]
-        except (OSError, subprocess.SubprocessError, IndexError):
-            return "Open MPI (version unknown)"
+    try:
+        library = loaded_mpi_library(Path("/proc/self/maps").read_text())
+        if library:
+            mpi = ctypes.CDLL(library)
+            text = ctypes.create_string_buffer(8192)  # MPI_MAX_LIBRARY_VERSION_STRING is at most this
+            length = ctypes.c_int()
+            if mpi.MPI_Get_library_version(text, ctypes.byref(length)) == 0:
+                return text.value.decode(errors="replace").split(",")[0].strip()
+    except (OSError, AttributeError):
+        pass
     return "MPI (version unknown)"
 
 

@@ -11,13 +11,14 @@ export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 # Debian packages the control host needs for the lab and the tests.
 HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates
 
-.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack clean distclean
+.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack image clean distclean
 
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
 	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
 	@echo "make bench     benchmarks of the project's own code"
+	@echo "make image     build the Kubernetes benchmark image (CPU) with podman"
 	@echo "make bench-stack  wall time of the bare-metal stack play on 1 vs 3 fresh lab machines (replaces the lab)"
 
 host-deps:
@@ -76,6 +77,16 @@ bench: deps
 
 bench-stack: deps
 	benchmarks/baremetal_scaling.sh
+
+# The Kubernetes stack's benchmark image (CPU), built here on the lab's base with the lab's wheels
+# (Horovod already compiled). Push it where the cluster pulls from and set benchrunner_image.
+IMAGE ?= localhost/hpcml-benchrunner:cpu
+IMAGE_BASE ?= localhost/hpcml-lab-node:bookworm
+WHEELHOUSE ?= $(HOME)/.cache/hpcml/wheelhouse/debian12-cp311-x86_64-cpu
+image: lab-image
+	mkdir -p benchrunner/wheels
+	if ls $(WHEELHOUSE)/*.whl >/dev/null 2>&1; then cp -u $(WHEELHOUSE)/*.whl benchrunner/wheels/; fi
+	podman build -f benchrunner/Containerfile --build-arg BASE_IMAGE=$(IMAGE_BASE) -t $(IMAGE) benchrunner
 
 docs: deps
 	python tools/role_readme.py

@@ -119,3 +119,32 @@ def test_outcome_is_judged_by_what_reached_the_control_host(tmp_path, run_dir, m
     summary.write(directory)
     assert campaign.run_outcome(directory.parent, "run-1").ok
     assert "no valid summary" in campaign.run_outcome(directory.parent, "missing").reason
+
+
+def test_every_kubernetes_point_gets_a_valid_mpijob(tmp_path, capsys):
+    from benchrunner import cli, kubernetes  # noqa: PLC0415
+
+    path = tmp_path / "study.yml"
+    path.write_text(yaml.safe_dump({**LAB, "stacks": ["slurm", "k8s"], "network": "rdma", "gpus": [4, 8],
+                                    "gpus_per_node": 4, "repeats": 2}))
+    out = tmp_path / "mpijobs"
+    assert cli.main(["campaign", str(path), "--mpijobs", str(out), "--image", "registry.example.com/b:1",
+                     "--network-attachment", "default/rdma-net"]) == 0
+    document = campaign.load(path)
+    k8s_runs = [r for r in campaign.plan(document) if r.point["stack"] == "k8s"]
+    assert sorted(p.stem for p in out.iterdir()) == sorted(r.run_id for r in k8s_runs) and len(k8s_runs) == 20
+    for run_ in k8s_runs:
+        manifest = yaml.safe_load((out / f"{run_.run_id}.yaml").read_text())
+        kubernetes.validate(manifest)
+        spec = manifest["spec"]
+        assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == run_.point["gpus"] // 4
+        launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+        assert run_.point["program"] in launcher and run_.run_id in launcher
+    assert "20 MPIJobs written" in capsys.readouterr().out
+
+
+def test_a_campaign_without_kubernetes_has_no_mpijobs(campaign_file, tmp_path, capsys):
+    from benchrunner import cli  # noqa: PLC0415
+
+    assert cli.main(["campaign", str(campaign_file()), "--mpijobs", str(tmp_path / "m")]) == 2
+    assert "has no Kubernetes runs" in capsys.readouterr().err

@@ -63,10 +63,10 @@ def test_more_ranks_than_nodes():
 
 
 def test_cli_reports_preflight_failure_through_ansible_runner():
-    result = subprocess.run([sys.executable, "-m", "benchrunner", "deploy", "--stack", "k8s"], cwd=PROJECT,
+    result = subprocess.run([sys.executable, "-m", "benchrunner", "deploy", "-e", "stack=nonsense"], cwd=PROJECT,
                             capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode != 0
-    assert "stack=k8s is not available in this release" in result.stderr
+    assert "Unknown stack 'nonsense'" in result.stderr
     assert "status: failed" in result.stderr
 
 
@@ -74,6 +74,11 @@ def test_passing_preflight_changes_nothing():
     outcome = run_site(tags="preflight")
     assert outcome.ok, outcome.failures
     assert outcome.changes == []
+
+
+def test_bad_kubernetes_version():
+    assert_stopped_in_preflight(run_site(extravars={"stack": "k8s", "kubernetes_version": "1.33"}),
+                                "kubernetes_version is a release such as 1.33.5")
 
 
 def test_bad_slurm_version():

@@ -19,7 +19,8 @@ def used_collections():
         for line in path.read_text().splitlines():
             stripped = line.strip()
             # Module and lookup/filter calls: "namespace.collection.name:" keys and "| namespace.collection.name".
-            for match in re.finditer(r"(?:^-?\s*|\|\s*|lookup\(')([a-z_]+\.[a-z_]+)\.[a-z_]+", stripped):
+            # A whole dotted name only: not the start of a sysctl (net.bridge.bridge-nf-...) or a label (a.b.io/x).
+            for match in re.finditer(r"(?:^-?\s*|\|\s*|lookup\(')([a-z_]+\.[a-z_]+)\.[a-z_0-9]+(?=[:\s(']|$)", stripped):
                 found.add(match.group(1))
     return found - OWN
 

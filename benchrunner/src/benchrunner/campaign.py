@@ -196,6 +196,30 @@ def extravars(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
     return variables
 
 
+def job(run_: Run, campaign: dict[str, Any], output_dir: str) -> launchers.Job:
+    """The job a run starts, as the benchmark play builds it from extravars()."""
+    point = run_.point
+    workload = dict(point["workload"])
+    if point["program"] == "train" and workload.get("data", "synthetic") != "synthetic":
+        workload.setdefault("data_dir", {**DEFAULT_DATASET, **campaign.get("dataset", {})}["dir"])
+    allreduce = point.get("allreduce", {})
+    return launchers.Job(run_id=run_.run_id, output_dir=output_dir, ranks=point["gpus"],
+                         gpus_per_node=point["gpus_per_node"], workload=Workload.from_mapping(workload),
+                         program=point["program"], stack=point["stack"], launcher=point["launcher"],
+                         network=point["network"], benchrunner="benchrunner",
+                         allreduce_min_bytes=allreduce.get("min_bytes", 8),
+                         allreduce_max_bytes=allreduce.get("max_bytes", 256 * 1024 * 1024))
+
+
+def mpijobs(campaign: dict[str, Any], *, image: str, namespace: str = "default",
+            network_attachment: str | None = None, runtime_class: str | None = None) -> dict[str, dict[str, Any]]:
+    """The MPIJob of every Kubernetes run of the campaign, by run id (each validated by the caller)."""
+    return {run_.run_id: launchers.mpijob_manifest(
+                job(run_, campaign, f"/tmp/benchrunner/{run_.run_id}/raw"), image=image, namespace=namespace,
+                network_attachment=network_attachment, runtime_class=runtime_class)
+            for run_ in plan(campaign) if run_.point["launcher"] == "mpijob"}
+
+
 def run_outcome(results_dir: Path, run_id: str) -> Attempt:
     """Judge a run by what reached the control host: a summary that passed its sanity checks."""
     run_dir = results_dir / run_id

@@ -93,19 +93,30 @@ def _job(args: argparse.Namespace) -> launchers.Job:
     return job
 
 
+def _launch_mpijob(args: argparse.Namespace, job: launchers.Job) -> int:
+    """Render and validate the MPIJob; then print it (--dry-run) or run it and collect its results."""
+    manifest = launchers.mpijob_manifest(job, image=args.image, namespace=args.namespace,
+                                         network_attachment=args.network_attachment,
+                                         results_claim=args.results_claim, runtime_class=args.runtime_class)
+    kubernetes.validate(manifest, args.kubernetes_version)
+    text = yaml.safe_dump(manifest, sort_keys=False)
+    if args.manifest_out:
+        results.write_atomic(Path(args.manifest_out), text)
+    if args.dry_run:
+        sys.stdout.write(text)
+        return 0
+    if not args.collect_dir:
+        raise ValueError("running an MPIJob needs --collect-dir, the run's folder on this host")
+    from benchrunner import mpijob  # noqa: PLC0415 - needs the Kubernetes client
+
+    return mpijob.run(manifest, run_dir=Path(args.collect_dir), kubeconfig=args.kubeconfig, timeout_s=args.timeout,
+                      keep=args.keep)
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     job = _job(args)
     if args.launcher == "mpijob":
-        manifest = launchers.mpijob_manifest(job, image=args.image, namespace=args.namespace,
-                                             network_attachment=args.network_attachment,
-                                             results_claim=args.results_claim)
-        kubernetes.validate_mpijob(manifest)
-        sys.stdout.write(yaml.safe_dump(manifest, sort_keys=False))
-        if not args.dry_run:
-            print("benchrunner: applying an MPIJob needs the Kubernetes stack; the manifest above is valid "
-                  "and can be applied with kubectl", file=sys.stderr)
-            return 3
-        return 0
+        return _launch_mpijob(args, job)
     return launchers.execute(job, dry_run=args.dry_run, partition=args.partition, mpi=args.slurm_mpi)
 
 
@@ -191,6 +202,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_mpijobs(args: argparse.Namespace, document: dict[str, Any]) -> int:
+    """Every Kubernetes run's MPIJob, validated, one file per run id."""
+    extra = document.get("extra_vars", {})
+    manifests = campaign.mpijobs(document, image=args.image or extra.get("benchrunner_image", "benchrunner:latest"),
+                                 namespace=args.namespace or extra.get("benchrunner_namespace", "default"),
+                                 network_attachment=args.network_attachment or extra.get("benchrunner_network_attachment"),
+                                 runtime_class=args.runtime_class or extra.get("benchrunner_runtime_class"))
+    if not manifests:
+        raise ValueError(f"campaign {document['name']} has no Kubernetes runs (stacks: {document.get('stacks')})")
+    out = Path(args.mpijobs)
+    for run_id, manifest in manifests.items():
+        kubernetes.validate(manifest, args.kubernetes_version)
+        results.write_atomic(out / f"{run_id}.yaml", yaml.safe_dump(manifest, sort_keys=False))
+    print(f"{len(manifests)} MPIJobs written to {out}, each valid for Kubernetes {args.kubernetes_version}")
+    return 0
+
+
 def cmd_campaign(args: argparse.Namespace) -> int:
     document = campaign.load(Path(args.file))
     results_dir = Path(args.results_dir).resolve()
@@ -198,6 +226,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         for run_ in campaign.plan(document):
             print(run_.run_id)
         return 0
+    if args.mpijobs:
+        return _write_mpijobs(args, document)
     from benchrunner import playbooks  # noqa: PLC0415 - needs the control extra
 
     project = playbooks.find_project(Path(args.project_dir) if args.project_dir else None)
@@ -222,6 +252,16 @@ def cmd_schema_check(args: argparse.Namespace) -> int:
             print(f"{name}: {exc}", file=sys.stderr)
             failed += 1
     return 1 if failed else 0
+
+
+def cmd_validate_manifests(args: argparse.Namespace) -> int:
+    passed, failed = kubernetes.validate_files([Path(name) for name in args.files], args.kubernetes_version)
+    for line in passed:
+        print(f"ok   {line}")
+    for line in failed:
+        print(f"FAIL {line}", file=sys.stderr)
+    print(f"{len(passed)} objects valid for Kubernetes {args.kubernetes_version}, {len(failed)} not")
+    return 1 if failed or not passed else 0
 
 
 def _playbook(args: argparse.Namespace, *, tags: str | None, skip_tags: str | None) -> int:
@@ -335,7 +375,17 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--image", default="benchrunner:latest", help="MPIJob container image")
     group.add_argument("--namespace", default="default", help="MPIJob namespace")
     group.add_argument("--network-attachment", help="Multus network for MPIJob workers")
-    group.add_argument("--results-claim", help="ReadWriteMany PVC the MPIJob's ranks write results to")
+    group.add_argument("--results-claim", help="ReadWriteMany PVC the MPIJob's ranks write results to "
+                       "(default: none; results travel in the launcher's log)")
+    group.add_argument("--runtime-class", help="RuntimeClass of the MPIJob's workers (nvidia where it is not "
+                       "containerd's default runtime)")
+    group.add_argument("--kubernetes-version", default=kubernetes.DEFAULT_KUBERNETES_VERSION,
+                       help="the API the MPIJob's pod templates are validated against")
+    group.add_argument("--manifest-out", help="also write the validated MPIJob here")
+    group.add_argument("--kubeconfig", help="kubeconfig of the cluster to run the MPIJob on (default: ~/.kube/config)")
+    group.add_argument("--collect-dir", help="the run's folder on this host; rank results go to its raw/")
+    group.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the MPIJob to finish")
+    group.add_argument("--keep", action="store_true", help="leave the MPIJob in the cluster after it finished")
     add_arguments(p)
     _add_sweep(p)
     p.set_defaults(func=cmd_launch)
@@ -344,6 +394,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--results-dir", default="results")
     p.add_argument("--plan", action="store_true", help="list the campaign's run ids and stop")
+    p.add_argument("--mpijobs", metavar="DIR", help="write the validated MPIJob of every Kubernetes run to DIR and stop")
+    p.add_argument("--image", help="the MPIJobs' image (default: extra_vars.benchrunner_image)")
+    p.add_argument("--namespace", help="the MPIJobs' namespace (default: extra_vars.benchrunner_namespace or default)")
+    p.add_argument("--network-attachment", help="Multus network of the workers")
+    p.add_argument("--runtime-class", help="RuntimeClass of the workers")
+    p.add_argument("--kubernetes-version", default=kubernetes.DEFAULT_KUBERNETES_VERSION)
     p.add_argument("-i", "--inventory", help="inventory path (default: the one in ansible.cfg, the lab)")
     p.add_argument("--limit", help="limit the runs to these hosts or groups")
     p.add_argument("--project-dir", help="project root (default: found upwards from here)")
@@ -368,6 +424,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema-check", help="validate result files against their schema")
     p.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_schema_check)
+
+    p = sub.add_parser("validate-manifests", help="validate Kubernetes manifests offline: the API of a Kubernetes "
+                       "release (strict) and the custom resources' schemas")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--kubernetes-version", default=kubernetes.DEFAULT_KUBERNETES_VERSION)
+    p.set_defaults(func=cmd_validate_manifests)
 
     p = sub.add_parser("deploy", help="provision the cluster: site.yml without the benchmark, via ansible-runner")
     _add_playbook_options(p)

@@ -1,15 +1,36 @@
-"""Checks on the Kubernetes objects benchrunner writes, made offline (no cluster needed)."""
+"""Checks on the Kubernetes objects this project writes, made offline (no cluster needed).
+
+Built-in kinds are checked with kubernetes-validate in strict mode (unknown fields are errors) against the API
+of a pinned Kubernetes release; custom resources, and the JSON that some resources carry in strings, against
+JSON schemas written from their documented API fields.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
+import yaml
 
 MPIJOB_SCHEMA = "mpijob.kubeflow.org-v2beta1.json"
+# Custom resources and configuration kinds: (apiVersion, kind) -> schema file.
+CUSTOM_SCHEMAS = {
+    ("kubeflow.org/v2beta1", "MPIJob"): MPIJOB_SCHEMA,
+    ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition"): "network-attachment-definition.k8s.cni.cncf.io-v1.json",
+    ("mellanox.com/v1alpha1", "NicClusterPolicy"): "nicclusterpolicy.mellanox.com-v1alpha1.json",
+    ("kubeadm.k8s.io/v1beta4", "InitConfiguration"): "kubeadm.k8s.io-v1beta4.json",
+    ("kubeadm.k8s.io/v1beta4", "ClusterConfiguration"): "kubeadm.k8s.io-v1beta4.json",
+    ("kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"): "kubeadm.k8s.io-v1beta4.json",
+}
+CNI_CONFIG_SCHEMA = "cni-config.json"
+RDMA_PLUGIN_CONFIG_SCHEMA = "rdma-shared-device-plugin-config.json"
+RDMA_PLUGIN_CONFIGMAP = "rdma-devices"
+DEFAULT_KUBERNETES_VERSION = "1.33.5"
 
 
 @cache
@@ -17,10 +38,80 @@ def _schema(name: str) -> dict[str, Any]:
     return json.loads(resources.files("benchrunner").joinpath("schemas", name).read_text())
 
 
-def validate_mpijob(manifest: dict[str, Any]) -> None:
-    """Raise ValueError naming the first place the MPIJob departs from the v2beta1 API."""
-    errors = sorted(jsonschema.Draft202012Validator(_schema(MPIJOB_SCHEMA)).iter_errors(manifest),
-                    key=lambda e: list(e.absolute_path))
-    if errors:
-        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
-        raise ValueError(f"MPIJob does not match kubeflow.org/v2beta1 at {where}: {errors[0].message}")
+def _check(schema: str, document: Any, what: str) -> None:
+    # best_match descends into oneOf branches, so the message names the field, not the whole object.
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(_schema(schema)).iter_errors(document))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ValueError(f"{what} does not match its schema at {where}: {error.message}")
+
+
+def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> None:
+    """Raise ValueError naming the first place the MPIJob departs from the v2beta1 API or, in its pod
+    templates, from the Kubernetes API."""
+    _check(MPIJOB_SCHEMA, manifest, "MPIJob (kubeflow.org/v2beta1)")
+    for role, replica in manifest["spec"]["mpiReplicaSpecs"].items():
+        # A replica's template is a core PodTemplateSpec: checked as one, strictly.
+        _builtin({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"},
+                  "template": replica["template"]}, kubernetes_version, f"MPIJob {role} pod template")
+
+
+def _builtin(document: dict[str, Any], kubernetes_version: str, what: str) -> None:
+    import kubernetes_validate  # noqa: PLC0415 - only the control host validates
+
+    try:
+        kubernetes_validate.validate(document, kubernetes_version, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(top level)"
+        raise ValueError(f"{what} is not valid Kubernetes {kubernetes_version} at {where}: {exc.message}") from exc
+    except kubernetes_validate.SchemaNotFoundError as exc:
+        raise ValueError(f"{what}: Kubernetes {kubernetes_version} has no {document.get('apiVersion')} "
+                         f"{document.get('kind')}, and no schema of this project covers it") from exc
+
+
+def _embedded_json(text: str, schema: str, what: str) -> None:
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from exc
+    _check(schema, document, what)
+
+
+def validate(document: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> str:
+    """Validate one object; returns 'apiVersion kind name' of what passed, raises ValueError otherwise."""
+    if not isinstance(document, dict) or "kind" not in document or "apiVersion" not in document:
+        raise ValueError("not a Kubernetes object (no apiVersion and kind)")
+    key = (document["apiVersion"], document["kind"])
+    name = document.get("metadata", {}).get("name", "")
+    what = f"{key[1]} {name}".strip()
+    if key == ("kubeflow.org/v2beta1", "MPIJob"):
+        validate_mpijob(document, kubernetes_version)
+    elif key in CUSTOM_SCHEMAS:
+        _check(CUSTOM_SCHEMAS[key], document, what)
+    else:
+        _builtin(document, kubernetes_version, what)
+    if key[1] == "NetworkAttachmentDefinition":
+        _embedded_json(document["spec"]["config"], CNI_CONFIG_SCHEMA, f"{what} spec.config")
+    elif key == ("v1", "ConfigMap") and name == RDMA_PLUGIN_CONFIGMAP:
+        _embedded_json(document.get("data", {}).get("config.json", ""), RDMA_PLUGIN_CONFIG_SCHEMA,
+                       f"{what} config.json")
+    elif key[1] == "NicClusterPolicy" and "rdmaSharedDevicePlugin" in document["spec"]:
+        _embedded_json(document["spec"]["rdmaSharedDevicePlugin"]["config"], RDMA_PLUGIN_CONFIG_SCHEMA,
+                       f"{what} rdmaSharedDevicePlugin.config")
+    return f"{key[0]} {what}"
+
+
+def load_documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def validate_files(paths: Iterable[Path], kubernetes_version: str) -> tuple[list[str], list[str]]:
+    """(what passed, what failed) over every object of every file, each line naming its file."""
+    passed, failed = [], []
+    for path in paths:
+        for index, document in enumerate(load_documents(path)):
+            try:
+                passed.append(f"{path.name}: {validate(document, kubernetes_version)}")
+            except ValueError as exc:
+                failed.append(f"{path.name}[{index}]: {exc}")
+    return passed, failed

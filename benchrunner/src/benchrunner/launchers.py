@@ -175,20 +175,35 @@ def k8s_name(run_id: str) -> str:
 
 
 RDMA_RESOURCE = "rdma/rdma_shared_device_a"
+# Multus names a pod's first secondary interface net1; IPoIB traffic leaves through it.
+SECONDARY_IFNAME = "net1"
+# Where the MPI Operator mounts the SSH keys it makes; sshd in the worker reads them there.
+SSH_AUTH_MOUNT = "/root/.ssh"
 
 
 def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network_attachment: str | None = None,
-                    rdma_resource: str = RDMA_RESOURCE, results_claim: str | None = None) -> dict[str, Any]:
-    """A kubeflow.org/v2beta1 MPIJob: one launcher pod running mpirun, one worker pod per node."""
+                    rdma_resource: str = RDMA_RESOURCE, results_claim: str | None = None,
+                    runtime_class: str | None = None) -> dict[str, Any]:
+    """A kubeflow.org/v2beta1 MPIJob: one launcher pod running mpirun over SSH, one worker pod (sshd) per node,
+    each worker with the node's GPUs (slots = GPUs per node), and for RDMA the HCA resource and locked memory."""
     name = k8s_name(job.run_id)
     labels = {"app.kubernetes.io/name": "benchrunner", "app.kubernetes.io/instance": name}
-    env = [{"name": n, "value": v} for n, v in sorted(job.environment().items())]
-    volumes, mounts = [], []
+    environment = job.environment()
+    if network_attachment and job.network == "ipoib":
+        environment["NCCL_SOCKET_IFNAME"] = SECONDARY_IFNAME
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
     if results_claim:
         # Ranks write where the launcher and the collector can read: a shared (ReadWriteMany) claim.
         volumes = [{"name": "results", "persistentVolumeClaim": {"claimName": results_claim}}]
         mounts = [{"name": "results", "mountPath": job.output_dir}]
-    launch = ["mpirun", "-np", str(job.ranks), "--map-by", "slot", "--bind-to", "none"]
+    else:
+        # No shared volume: every rank's result also travels in the launcher's log (benchrunner.logship).
+        environment[results.STDOUT_ENV] = "1"
+    env = [{"name": n, "value": v} for n, v in sorted(environment.items())]
+    # Containers run as root, which mpirun refuses unless told.
+    launch = ["mpirun", "--allow-run-as-root", "-np", str(job.ranks), "--map-by", "slot", "--bind-to", "none",
+              "-x", LAUNCHED_AT_ENV]
     for item in env:
         launch += ["-x", item["name"]]
     launch += [*job.extra_args, *job.rank_argv()]
@@ -203,7 +218,10 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
     if job.gpus_per_node:
         limits["nvidia.com/gpu"] = job.gpus_per_node
     worker_container: dict[str, Any] = {
-        "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent", "env": env, "volumeMounts": mounts,
+        "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent",
+        # The launcher's mpirun reaches the workers over SSH, with the keys the operator mounts.
+        "command": ["/usr/sbin/sshd", "-De"],
+        "env": env, "volumeMounts": mounts,
         "resources": {"limits": limits} if limits else {},
     }
     worker_meta: dict[str, Any] = {"labels": dict(labels)}
@@ -213,6 +231,9 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
         worker_container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     if network_attachment:
         worker_meta["annotations"] = {"k8s.v1.cni.cncf.io/networks": network_attachment}
+    worker_spec: dict[str, Any] = {"containers": [worker_container], "volumes": volumes}
+    if runtime_class:
+        worker_spec["runtimeClassName"] = runtime_class
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
@@ -220,6 +241,7 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
         "spec": {
             "slotsPerWorker": job.slots_per_node,
             "mpiImplementation": "OpenMPI",
+            "sshAuthMountPath": SSH_AUTH_MOUNT,
             "launcherCreationPolicy": "WaitForWorkersReady",
             "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
             "mpiReplicaSpecs": {
@@ -227,8 +249,7 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
                     "metadata": {"labels": dict(labels)},
                     "spec": {"containers": [launcher_container], "volumes": volumes}}},
                 "Worker": {"replicas": job.nodes, "restartPolicy": "Never", "template": {
-                    "metadata": worker_meta,
-                    "spec": {"containers": [worker_container], "volumes": volumes}}},
+                    "metadata": worker_meta, "spec": worker_spec}},
             },
         },
     }

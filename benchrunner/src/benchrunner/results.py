@@ -55,6 +55,10 @@ def validate(kind: str, document: dict[str, Any], source: str = "document") -> N
                           + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
 
 
+# Set in pods: results also go to stdout, which mpirun forwards to the launcher's log (no shared volume needed).
+STDOUT_ENV = "BENCHRUNNER_RESULTS_TO_STDOUT"
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write through a temporary file in the same folder and rename it, so readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +77,12 @@ def write_atomic(path: Path, text: str) -> None:
 
 def save(kind: str, document: dict[str, Any], path: Path) -> None:
     validate(kind, document, str(path))
-    write_atomic(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    write_atomic(path, text)
+    if os.environ.get(STDOUT_ENV):
+        from benchrunner import logship  # noqa: PLC0415 - only where results travel in the log
+
+        logship.emit(path.name, text)
 
 
 def load(kind: str, path: Path) -> dict[str, Any]:

@@ -1,0 +1,236 @@
+"""The Kubernetes side of benchrunner, offline: MPIJobs per network mode against golden files and the APIs,
+the manifest validator on what the API server would refuse, and running an MPIJob against a fake API."""
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from benchrunner import cli, kubernetes, launchers, logship, mpijob, results
+from benchrunner.workload import Workload
+
+GOLDEN = Path(__file__).parent / "golden"
+# One per network mode, as a user would ask for it: RDMA and IPoIB through a Multus network, TCP and the
+# overlay on the pod network.
+MODES = {
+    "rdma": {"network_attachment": "default/rdma-net"},
+    "ipoib": {"network_attachment": "default/ipoib-net"},
+    "tcp": {},
+    "overlay": {"runtime_class": "nvidia"},
+}
+
+
+def golden_job(network: str) -> launchers.Job:
+    return launchers.Job(run_id="dell2019.densenet121.8gpu.r1", output_dir="/tmp/benchrunner/r1/raw", ranks=8,
+                         hosts=("gpu1", "gpu2"), gpus_per_node=4, network=network, stack="k8s", launcher="mpijob",
+                         workload=Workload(model="densenet121", image_size=224, batch_size=32),
+                         env=(("NCCL_DEBUG", "INFO"),), git_commit="0" * 40)
+
+
+def render(network: str) -> dict:
+    return launchers.mpijob_manifest(golden_job(network), image="registry.example.com/hpcml/benchrunner:0.2.0-cuda",
+                                     **MODES[network])
+
+
+@pytest.mark.parametrize("network", sorted(MODES))
+def test_mpijob_matches_its_golden_file(network):
+    expected = yaml.safe_load((GOLDEN / f"mpijob-{network}.yaml").read_text())
+    assert render(network) == expected, (
+        f"the MPIJob for {network} changed; if on purpose, regenerate with "
+        f"`python benchrunner/tests/test_kubernetes.py` and review the diff")
+
+
+@pytest.mark.parametrize("network", sorted(MODES))
+def test_golden_mpijobs_are_valid_kubernetes(network):
+    assert kubernetes.validate(render(network), "1.33.5") == f"kubeflow.org/v2beta1 MPIJob {render(network)['metadata']['name']}"
+
+
+def worker(manifest: dict) -> dict:
+    return manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+
+
+def test_rdma_workers_get_the_hca_locked_memory_and_the_network():
+    template = worker(render("rdma"))
+    container = template["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4, "rdma/rdma_shared_device_a": 1}
+    assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+    assert template["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "default/rdma-net"}
+
+
+def test_ipoib_over_multus_talks_on_the_secondary_interface():
+    env = {e["name"]: e["value"] for e in worker(render("ipoib"))["spec"]["containers"][0]["env"]}
+    assert env["NCCL_SOCKET_IFNAME"] == "net1" and env["NCCL_IB_DISABLE"] == "1"
+
+
+def test_slots_are_the_gpus_of_a_node_and_workers_the_nodes():
+    spec = render("tcp")["spec"]
+    assert spec["slotsPerWorker"] == 4 and spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+
+
+def test_results_travel_in_the_log_unless_a_shared_claim_is_given():
+    launcher = render("tcp")["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert {"name": results.STDOUT_ENV, "value": "1"} in launcher["env"]
+    with_claim = launchers.mpijob_manifest(golden_job("tcp"), image="i", results_claim="bench-results")
+    env = with_claim["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"]
+    assert results.STDOUT_ENV not in {e["name"] for e in env}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda m: worker(m)["spec"]["containers"][0].update(ports=[{"containerPort": "ssh"}]), "containerPort"),
+    (lambda m: worker(m)["spec"]["containers"][0].update(resourcez={}), "resourcez"),
+    (lambda m: worker(m)["spec"].update(runtimeClassName=7), "runtimeClassName"),
+    (lambda m: m["spec"]["runPolicy"].update(cleanPodPolicy="Sometimes"), "cleanPodPolicy"),
+    (lambda m: m["spec"].update(mpiImplementation="LAM"), "mpiImplementation"),
+])
+def test_validation_refuses_what_the_api_server_would(change, message):
+    manifest = render("rdma")
+    change(manifest)
+    with pytest.raises(ValueError, match=message):
+        kubernetes.validate(manifest, "1.33.5")
+
+
+def nad(config: str) -> dict:
+    return {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": "rdma-net", "namespace": "default"}, "spec": {"config": config}}
+
+
+def test_network_attachments_are_checked_down_to_their_cni_config():
+    good = '{"cniVersion": "0.3.1", "name": "rdma-net", "type": "macvlan", "master": "ens1f0", "mode": "bridge",' \
+           ' "ipam": {"type": "whereabouts", "range": "192.168.100.0/24"}}'
+    assert kubernetes.validate(nad(good)) == "k8s.cni.cncf.io/v1 NetworkAttachmentDefinition rdma-net"
+    with pytest.raises(ValueError, match="required property"):
+        kubernetes.validate(nad(good.replace('"master": "ens1f0", ', '')))
+    with pytest.raises(ValueError, match="not JSON"):
+        kubernetes.validate(nad("{type: macvlan"))
+
+
+def test_the_rdma_plugin_config_is_checked():
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rdma-devices", "namespace": "kube-system"},
+                 "data": {"config.json": '{"configList": [{"resourceName": "rdma_shared_device_a", "rdmaHcaMax": 63,'
+                                         ' "selectors": {}}]}'}}
+    with pytest.raises(ValueError, match="selectors"):
+        kubernetes.validate(configmap)
+
+
+def test_strict_mode_refuses_unknown_fields_of_built_in_kinds():
+    runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
+                     "handler": "nvidia"}
+    assert kubernetes.validate(runtime_class) == "node.k8s.io/v1 RuntimeClass nvidia"
+    with pytest.raises(ValueError, match="handlr"):
+        kubernetes.validate({**runtime_class, "handlr": "nvidia"})
+
+
+def test_an_unknown_custom_resource_is_not_waved_through():
+    with pytest.raises(ValueError, match="no schema of this project covers it"):
+        kubernetes.validate({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+
+
+def test_validate_manifests_command_reports_each_object(tmp_path, capsys):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(yaml.safe_dump_all([render("tcp"), nad('{"cniVersion": "0.3.1", "name": "n", "type": "host-device",'
+                                                           ' "device": "ib0", "ipam": {"type": "static"}}')]))
+    bad.write_text(yaml.safe_dump({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "x"},
+                                   "spec": {"selector": {}, "template": {}, "replicas": 2}}))
+    assert cli.main(["validate-manifests", str(good)]) == 0
+    assert "2 objects valid" in capsys.readouterr().out
+    assert cli.main(["validate-manifests", str(good), str(bad)]) == 1
+    captured = capsys.readouterr()
+    assert "bad.yaml[0]: DaemonSet x" in captured.err and "replicas" in captured.err
+
+
+def test_rank_results_survive_the_trip_through_an_interleaved_log(capsys, monkeypatch):
+    texts = {f"rank-{i:05d}.json": '{"rank": %d, "pad": "%s"}\n' % (i, "x" * 1500) for i in range(2)}
+    for name, text in texts.items():
+        logship.emit(name, text)
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) < 700 for line in lines)
+    # Ranks print at once: their lines arrive mixed with each other and with other output.
+    mixed = lines[::2] + ["rank 0/2 on gpu1: 100.0 images/s"] + lines[1::2]
+    assert logship.collect("\n".join(mixed)) == texts
+    with pytest.raises(ValueError, match="parts \\[2\\]"):
+        logship.collect("\n".join(line for line in lines if " 2/" not in line))
+
+
+class FakeCluster:
+    """The two Kubernetes APIs mpijob.run uses, answering as the MPI Operator would."""
+
+    def __init__(self, outcome: str, log: str):
+        self.outcome, self.log, self.calls = outcome, log, []
+
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
+        self.calls.append(("create", group, version, plural, body["metadata"]["name"]))
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
+        return {"status": {"conditions": [{"type": "Created", "status": "True"},
+                                          {"type": self.outcome, "status": "True"}]}}
+
+    def list_namespaced_pod(self, namespace, label_selector):
+        self.calls.append(("pods", label_selector))
+        return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(name="job-launcher-x"))])
+
+    def read_namespaced_pod_log(self, name, namespace):
+        return self.log
+
+    def delete_namespaced_custom_object(self, group, version, namespace, plural, name, body):
+        self.calls.append(("delete", name, body["propagationPolicy"]))
+
+
+def shipped_log(capsys) -> str:
+    logship.emit("rank-00000.json", '{"rank": 0}\n')
+    return "Warning: Permanently added 'w-0' (ED25519)\n" + capsys.readouterr().out
+
+
+def test_a_finished_mpijob_is_collected_then_deleted(tmp_path, capsys):
+    cluster = FakeCluster("Succeeded", shipped_log(capsys))
+    manifest = render("tcp")
+    assert mpijob.run(manifest, run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
+                      clients=(cluster, cluster), progress=lambda _: None) == 0
+    assert (tmp_path / "raw" / "rank-00000.json").read_text() == '{"rank": 0}\n'
+    assert "Permanently added" in (tmp_path / mpijob.LAUNCHER_LOG).read_text()
+    name = manifest["metadata"]["name"]
+    assert cluster.calls[0] == ("create", "kubeflow.org", "v2beta1", "mpijobs", name)
+    assert ("pods", f"training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher") in cluster.calls
+    assert cluster.calls[-1] == ("delete", name, "Foreground")
+
+
+def test_a_failed_mpijob_keeps_what_ranks_wrote_and_fails(tmp_path, capsys):
+    cluster = FakeCluster("Failed", shipped_log(capsys))
+    assert mpijob.run(render("tcp"), run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
+                      clients=(cluster, cluster), progress=lambda _: None) == 1
+    assert (tmp_path / "raw" / "rank-00000.json").exists()
+    assert cluster.calls[-1][0] == "delete"
+
+
+def test_launch_writes_the_validated_mpijob(tmp_path, capsys):
+    out = tmp_path / "mpijob.yaml"
+    assert cli.main(["launch", "--launcher", "mpijob", "--stack", "k8s", "--network", "rdma", "--run-id", "r1",
+                     "--output-dir", "/tmp/benchrunner/r1/raw", "--ranks", "16", "--gpus-per-node", "8",
+                     "--image", "registry.example.com/b:1", "--network-attachment", "default/rdma-net",
+                     "--manifest-out", str(out), "--dry-run"]) == 0
+    manifest = yaml.safe_load(out.read_text())
+    assert manifest == yaml.safe_load(capsys.readouterr().out)
+    assert manifest["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+
+
+def test_running_an_mpijob_needs_a_folder_to_collect_into(capsys):
+    assert cli.main(["launch", "--launcher", "mpijob", "--stack", "k8s", "--run-id", "r1", "--output-dir", "/o",
+                     "--ranks", "2", "--image", "i:1"]) == 2
+    assert "--collect-dir" in capsys.readouterr().err
+
+
+class _Indented(yaml.SafeDumper):
+    """Block sequences indented under their key, as yamllint wants them."""
+
+    def increase_indent(self, flow=False, indentless=False):
+        return super().increase_indent(flow, False)
+
+
+if __name__ == "__main__":
+    # Regenerates the golden files from the current code; review the diff before committing.
+    for mode in MODES:
+        (GOLDEN / f"mpijob-{mode}.yaml").write_text(
+            f"---\n# Golden MPIJob for network mode {mode}: test_kubernetes.py compares what benchrunner renders with it.\n"
+            + yaml.dump(render(mode), Dumper=_Indented, sort_keys=False, width=120))
+    print(f"wrote {len(MODES)} golden files to {os.path.relpath(GOLDEN)}")

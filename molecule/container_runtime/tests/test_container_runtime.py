@@ -1,0 +1,70 @@
+"""The Kubernetes stack's container runtime: the toolkit at its version (or a reasoned skip), containerd running with
+what config.toml sets as containerd itself parsed it, the nvidia runtime where the toolkit is, kubelet's prerequisites."""
+
+from node_layer import assert_skipped, held, installed_version, is_image, record
+
+CRI = 'plugins."io.containerd.grpc.v1.cri"'
+
+
+def dump(host):
+    # What containerd loaded, not what the file says: a key in the wrong table is silently ignored.
+    return host.check_output("containerd config dump")
+
+
+def test_cpu_node_skips_the_toolkit_with_the_reason(host):
+    if is_image(host):
+        return
+    assert_skipped(host, "nvidia_container_toolkit")
+    assert installed_version(host, "nvidia-container-toolkit") is None
+
+
+def test_toolkit_is_pinned_and_held(host):
+    if not is_image(host):
+        return
+    assert "1.18.0-1" in host.check_output("apt-cache madison nvidia-container-toolkit")
+    assert installed_version(host, "nvidia-container-toolkit") == "1.17.8-1"
+    assert installed_version(host, "nvidia-container-toolkit-base") == "1.17.8-1"
+    assert "nvidia-container-toolkit" in held(host)
+
+
+def test_containerd_runs_runc_under_systemd_cgroups_with_the_pinned_sandbox(host):
+    assert host.service("containerd").is_running and host.service("containerd").is_enabled
+    loaded = dump(host)
+    assert "SystemdCgroup = true" in loaded
+    assert 'sandbox_image = "registry.k8s.io/pause:3.10"' in loaded
+    assert 'config_path = "/etc/containerd/certs.d"' in loaded
+    # The CRI socket answers.
+    assert "Server:" in host.check_output("ctr --address /run/containerd/containerd.sock version")
+
+
+def test_the_nvidia_runtime_is_the_default_where_the_toolkit_is(host):
+    loaded = dump(host)
+    state = record(host, "containerd")
+    if is_image(host):
+        assert f"[{CRI}.containerd.runtimes.nvidia]" in loaded
+        assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in loaded
+        assert 'default_runtime_name = "nvidia"' in loaded
+        assert (state["nvidia_runtime"], state["default_runtime"], state["reason"]) == (True, "nvidia", None)
+    else:
+        assert "runtimes.nvidia" not in loaded and 'default_runtime_name = "runc"' in loaded
+        assert (state["nvidia_runtime"], state["default_runtime"]) == (False, "runc")
+        assert "nvidia-container-runtime is not installed" in state["reason"]
+
+
+def test_kubelet_prerequisites_hold_on_the_running_kernel(host):
+    settings = host.file("/etc/sysctl.d/99-hpcml-kubernetes.conf").content_string
+    for name in ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward"):
+        assert f"{name} = 1" in settings
+        assert host.file(f"/proc/sys/{name.replace('.', '/')}").content_string.strip() == "1"
+    assert host.file("/etc/modules-load.d/hpcml-kubernetes.conf").content_string.split() == ["overlay", "br_netfilter"]
+    assert host.check_output("swapon --show --noheadings") == ""
+    state = record(host, "kubernetes_node")
+    assert state["steps"] == "run"
+    # A container cannot load modules: said, with the kernel settings checked instead.
+    if not host.file("/sys/module/br_netfilter").exists:
+        assert "br_netfilter could not be loaded here" in state["reason"]
+
+
+def test_no_kubelet_packages_without_a_cluster_to_join(host):
+    assert installed_version(host, "kubelet") is None
+    assert not host.file("/etc/apt/sources.list.d/kubernetes.sources").exists

@@ -82,10 +82,13 @@ bench-stack: deps
 # (Horovod already compiled). Push it where the cluster pulls from and set benchrunner_image.
 IMAGE ?= localhost/hpcml-benchrunner:cpu
 IMAGE_BASE ?= localhost/hpcml-lab-node:bookworm
-WHEELHOUSE ?= $(HOME)/.cache/hpcml/wheelhouse/debian12-cp311-x86_64-cpu
+WHEELHOUSE ?= $(or $(HPCML_CACHE_DIR),$(HOME)/.cache/hpcml)/wheelhouse/debian12-cp311-x86_64-cpu
 image: lab-image
-	mkdir -p benchrunner/wheels
-	if ls $(WHEELHOUSE)/*.whl >/dev/null 2>&1; then cp -u $(WHEELHOUSE)/*.whl benchrunner/wheels/; fi
+	rm -rf benchrunner/wheels benchrunner/ca-certificates
+	mkdir -p benchrunner/wheels benchrunner/ca-certificates
+	if ls $(WHEELHOUSE)/*.whl >/dev/null 2>&1; then cp $(WHEELHOUSE)/*.whl benchrunner/wheels/; fi
+	cp roles/python_env/files/constraints/tensorflow-2.15.1.txt benchrunner/wheels/constraints.txt
+	if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then cp /usr/local/share/ca-certificates/*.crt benchrunner/ca-certificates/; fi
 	podman build -f benchrunner/Containerfile --build-arg BASE_IMAGE=$(IMAGE_BASE) -t $(IMAGE) benchrunner
 
 docs: deps

@@ -202,8 +202,9 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
         environment[results.STDOUT_ENV] = "1"
     env = [{"name": n, "value": v} for n, v in sorted(environment.items())]
     # Containers run as root, which mpirun refuses unless told.
+    # Ranks started over SSH get sshd's PATH, not the image's: PATH travels with them.
     launch = ["mpirun", "--allow-run-as-root", "-np", str(job.ranks), "--map-by", "slot", "--bind-to", "none",
-              "-x", LAUNCHED_AT_ENV]
+              "-x", LAUNCHED_AT_ENV, "-x", "PATH"]
     for item in env:
         launch += ["-x", item["name"]]
     launch += [*job.extra_args, *job.rank_argv()]
@@ -219,8 +220,9 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
         limits["nvidia.com/gpu"] = job.gpus_per_node
     worker_container: dict[str, Any] = {
         "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent",
-        # The launcher's mpirun reaches the workers over SSH, with the keys the operator mounts.
-        "command": ["/usr/sbin/sshd", "-De"],
+        # The launcher's mpirun reaches the workers over SSH, with the keys the operator mounts; each pod gets its
+        # own host keys (images often ship none).
+        "command": ["/bin/sh", "-c", "ssh-keygen -A >/dev/null && exec /usr/sbin/sshd -De"],
         "env": env, "volumeMounts": mounts,
         "resources": {"limits": limits} if limits else {},
     }

@@ -11,14 +11,14 @@ export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 # Debian packages the control host needs for the lab and the tests.
 HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates
 
-.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack image clean distclean
+.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack image image-push clean distclean
 
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
 	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
 	@echo "make bench     benchmarks of the project's own code"
-	@echo "make image     build the Kubernetes benchmark image (CPU) with podman"
+	@echo "make image     build the Kubernetes benchmark image (CPU) with podman; make image-push IMAGE=... pushes it"
 	@echo "make bench-stack  wall time of the bare-metal stack play on 1 vs 3 fresh lab machines (replaces the lab)"
 
 host-deps:
@@ -90,6 +90,10 @@ image: lab-image
 	cp roles/python_env/files/constraints/tensorflow-2.15.1.txt benchrunner/wheels/constraints.txt
 	if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then cp /usr/local/share/ca-certificates/*.crt benchrunner/ca-certificates/; fi
 	podman build -f benchrunner/Containerfile --build-arg BASE_IMAGE=$(IMAGE_BASE) -t $(IMAGE) benchrunner
+
+# make image image-push IMAGE=registry.example.com/hpcml/benchrunner:0.2.0-cpu  (then benchrunner_image: that name)
+image-push:
+	podman push $(IMAGE)
 
 docs: deps
 	python tools/role_readme.py

@@ -41,10 +41,17 @@ def operator_wiring(tmp_path):
         key.chmod(0o600)
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("".join(f"{w} slots=1\n" for w in WORKERS))
-    podman("network", "create", NETWORK, check=False)
+    remove_pods()
+    podman("network", "create", NETWORK)
     yield ssh, hostfile
-    podman("rm", "-f", *WORKERS, "emu-launcher", check=False)
-    podman("network", "rm", NETWORK, check=False)
+    remove_pods()
+
+
+def remove_pods() -> None:
+    """One by one (a missing name must not keep the others), and whatever an interrupted run left."""
+    for name in [*WORKERS, "emu-launcher"]:
+        podman("rm", "--force", "--ignore", name)
+    podman("network", "rm", "--force", NETWORK, check=False)
 
 
 def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(image, operator_wiring, tmp_path):

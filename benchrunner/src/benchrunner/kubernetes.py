@@ -102,7 +102,11 @@ def validate(document: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNE
 
 
 def load_documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    return load_documents_from(path.read_text())
+
+
+def load_documents_from(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
 
 
 def validate_files(paths: Iterable[Path], kubernetes_version: str) -> tuple[list[str], list[str]]:

@@ -1,0 +1,121 @@
+"""The Kubernetes stack's files for a real cluster, rendered by Ansible from the roles' own templates with the example
+inventory's settings and RDMA facts as rdma_facts reports them, then validated as the role validates them."""
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchrunner import kubernetes
+from unit_paths import PROJECT
+
+K8S = PROJECT / "roles" / "kubernetes"
+CONTAINERD = PROJECT / "roles" / "containerd"
+EXAMPLE = yaml.safe_load((PROJECT / "inventory" / "example" / "group_vars" / "all.yml").read_text())
+MANIFESTS = ["10-flannel", "20-multus", "25-networks", "30-nvidia-runtimeclass", "31-nvidia-device-plugin",
+             "32-rdma-shared-device-plugin", "33-nic-cluster-policy", "40-mpi-operator", "00-kubeadm"]
+
+
+def render(tmp_path: Path, role: Path, templates: dict[str, str], extra: dict) -> dict[str, str]:
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(json.dumps([{
+        "hosts": "localhost", "gather_facts": False,
+        "vars_files": [str(role / "defaults" / "main.yml"), str(role / "vars" / "main.yml")],
+        "tasks": [{"ansible.builtin.template": {"src": str(role / "templates" / src), "dest": str(tmp_path / out),
+                                                "mode": "0644"}} for src, out in templates.items()],
+    }]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                          "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(extra), str(playbook)],
+                         cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout[-3000:]
+    return {out: (tmp_path / out).read_text() for out in templates.values()}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    settings = {k: v for k, v in EXAMPLE.items() if k.startswith("kubernetes_")}
+    # What rdma_facts found on the nodes, and the first control plane's address.
+    extra = {**settings, "_kubernetes_rdma_netdevs": ["ibp12s0", "ibp75s0"], "_kubernetes_control_planes": ["head001"],
+             "_kubernetes_endpoint": "10.0.0.10:6443"}
+    return render(tmp_path_factory.mktemp("k8s"), K8S, {f"{m}.yaml.j2": f"{m}.yaml" for m in MANIFESTS}, extra)
+
+
+def docs(cluster, name):
+    return kubernetes.load_documents_from(cluster[f"{name}.yaml"])
+
+
+def test_every_resource_for_the_example_cluster_is_valid(cluster, tmp_path):
+    paths = []
+    for name, text in cluster.items():
+        (tmp_path / name).write_text(text)
+        paths.append(tmp_path / name)
+    passed, failed = kubernetes.validate_files(sorted(paths), EXAMPLE["kubernetes_version"])
+    assert failed == [] and len(passed) == 25
+
+
+def test_the_rdma_plugin_exposes_the_netdevs_the_nodes_reported(cluster):
+    configmap = docs(cluster, "32-rdma-shared-device-plugin")[0]
+    entry = json.loads(configmap["data"]["config.json"])["configList"][0]
+    assert entry == {"resourceName": "rdma_shared_device_a", "rdmaHcaMax": 63,
+                     "selectors": {"ifNames": ["ibp12s0", "ibp75s0"]}}
+    policy = docs(cluster, "33-nic-cluster-policy")[0]["spec"]["rdmaSharedDevicePlugin"]
+    assert json.loads(policy["config"])["configList"][0]["selectors"] == entry["selectors"]
+    assert (policy["repository"], policy["image"], policy["version"]) == ("ghcr.io/mellanox", "k8s-rdma-shared-dev-plugin",
+                                                                         "v1.5.3")
+
+
+def test_the_secondary_network_is_an_ipoib_attachment_with_its_ipam(cluster):
+    nad = docs(cluster, "25-networks")[0]
+    assert (nad["metadata"]["name"], nad["metadata"]["namespace"]) == ("rdma-net", "default")
+    assert json.loads(nad["spec"]["config"]) == {"cniVersion": "0.3.1", "name": "rdma-net", "type": "ipoib",
+                                                 "master": "ib0",
+                                                 "ipam": {"type": "whereabouts", "range": "192.168.100.0/24"}}
+
+
+def test_kubeadm_gets_the_version_the_networks_and_the_systemd_driver(cluster):
+    init, config, kubelet = docs(cluster, "00-kubeadm")
+    assert init["nodeRegistration"]["criSocket"] == "unix:///run/containerd/containerd.sock"
+    assert (config["kubernetesVersion"], config["controlPlaneEndpoint"]) == ("v1.33.5", "10.0.0.10:6443")
+    assert config["networking"] == {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12"}
+    assert (kubelet["cgroupDriver"], kubelet["failSwapOn"]) == ("systemd", True)
+
+
+def containerd_config(tmp_path, version: str, nvidia: bool, default: bool = True) -> dict:
+    out = render(tmp_path, CONTAINERD, {"config.toml.j2": "config.toml"}, {
+        "_containerd_version_out": {"stdout": f"containerd containerd.io {version} abc"},
+        "_containerd_nvidia_binary": {"stat": {"exists": nvidia}}, "containerd_nvidia_default_runtime": default,
+        "containerd_sandbox_image": "registry.local/pause:3.10"})
+    return tomllib.loads(out["config.toml"])
+
+
+@pytest.mark.parametrize(("version", "schema", "runtime_plugin", "sandbox"), [
+    ("1.7.27", 2, 'io.containerd.grpc.v1.cri', ("io.containerd.grpc.v1.cri", "sandbox_image")),
+    ("v2.1.4", 3, "io.containerd.cri.v1.runtime", ("io.containerd.cri.v1.images", "pinned_images", "sandbox")),
+])
+def test_containerd_config_for_each_major_version(tmp_path, version, schema, runtime_plugin, sandbox):
+    config = containerd_config(tmp_path, version, nvidia=True)
+    assert config["version"] == schema
+    plugins = config["plugins"]
+    value = plugins
+    for key in sandbox:
+        value = value[key]
+    assert value == "registry.local/pause:3.10"
+    runtimes = plugins[runtime_plugin]["containerd"]
+    assert runtimes["default_runtime_name"] == "nvidia"
+    assert runtimes["runtimes"]["nvidia"]["options"] == {"BinaryName": "/usr/bin/nvidia-container-runtime",
+                                                         "SystemdCgroup": True}
+    assert runtimes["runtimes"]["runc"]["options"] == {"SystemdCgroup": True}
+
+
+def test_containerd_without_the_toolkit_or_as_a_runtime_class(tmp_path):
+    plain = containerd_config(tmp_path, "1.6.20", nvidia=False)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    assert plain["default_runtime_name"] == "runc" and "nvidia" not in plain["runtimes"]
+    classed = containerd_config(tmp_path, "1.6.20", nvidia=True, default=False)
+    runtimes = classed["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    assert runtimes["default_runtime_name"] == "runc" and "nvidia" in runtimes["runtimes"]

@@ -8,8 +8,10 @@ LAB_HEAD ?= true
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_DEPRECATION_WARNINGS := False
 export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
-# Debian packages the control host needs for the lab and the tests.
-HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates
+# Debian packages the control host needs for the lab and the tests. Podman 4.3 runs CNI networks, whose
+# containers resolve each other's names only through the dnsname plugin.
+HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates \
+  golang-github-containernetworking-plugin-dnsname
 
 .PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack image image-push clean distclean
 

@@ -148,3 +148,24 @@ def test_a_campaign_without_kubernetes_has_no_mpijobs(campaign_file, tmp_path, c
 
     assert cli.main(["campaign", str(campaign_file()), "--mpijobs", str(tmp_path / "m")]) == 2
     assert "has no Kubernetes runs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("gpus", "answering", "limit", "reason"), [
+    (1, ["lab-node1", "lab-node2"], "localhost,lab-node1", None),
+    (2, ["lab-node1", "lab-node2"], "localhost,lab-node1,lab-node2", None),
+    (2, ["lab-node1"], None, "2 ranks at 1 per node need 2 hosts, 1 answer (lab-node1)"),
+    (1, [], None, "1 ranks at 1 per node need 1 hosts, 0 answer (none)"),
+])
+def test_a_run_plays_only_on_the_hosts_its_job_needs(campaign_file, tmp_path, monkeypatch, gpus, answering, limit,
+                                                     reason):
+    from benchrunner import playbooks
+
+    document = campaign.load(campaign_file({**LAB, "gpus": [gpus], "repeats": 1, "workloads": {"data": ["synthetic"]}}))
+    (run_,) = [r for r in campaign.plan(document) if r.point["program"] == "train"]
+    played = []
+    monkeypatch.setattr(playbooks, "reachable", lambda *_, **__: answering)
+    monkeypatch.setattr(playbooks, "run", lambda *_, **kw: played.append(kw["limit"]) or playbooks.Outcome(0, "successful"))
+    attempt = campaign.playbook_executor(tmp_path, tmp_path / "results", document)(run_)
+    assert played == ([limit] if limit else [])
+    if reason:
+        assert attempt == campaign.Attempt(False, reason)

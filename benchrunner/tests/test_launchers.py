@@ -1,3 +1,4 @@
+import os
 import shlex
 
 import pytest
@@ -181,3 +182,46 @@ def test_launch_dry_run_prints_what_it_would_start(capsys):
 def test_launch_refuses_too_few_hosts(capsys):
     assert cli.main(["launch", "--dry-run", "--run-id", "r", "--output-dir", "/o", "--ranks", "3", "--hosts", "a,b"]) == 2
     assert "3 ranks at 1 per node need 3 hosts, 2 given" in capsys.readouterr().err
+
+
+def stub(folder, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize(("final", "rc", "said"), [
+    ("JobState=COMPLETED Reason=None ExitCode=0:0", 0, ""),
+    ("JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0", 3, "slurm job 42 ended FAILED (NonZeroExitCode)"),
+    ("JobState=NODE_FAIL Reason=NodeDown ExitCode=0:0", 1, "slurm job 42 ended NODE_FAIL (NodeDown)"),
+])
+def test_a_slurm_job_is_followed_at_a_steady_interval_until_it_ends(tmp_path, monkeypatch, capsys, final, rc, said):
+    # Two polls see the job pending and running, the third its end: the caller waits for the job, not a backoff.
+    stub(tmp_path, "sbatch", 'echo "$@" > "$0.args"; echo "42;cluster"\n')
+    stub(tmp_path, "scontrol", f'''n=$(cat "$0.n" 2>/dev/null || echo 0); echo $((n + 1)) > "$0.n"
+case $n in 0) echo "JobId=42 JobState=PENDING Reason=Resources";; 1) echo "JobId=42 JobState=RUNNING";;
+*) echo "JobId=42 {final}";; esac
+''')
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    script = tmp_path / "job.sbatch"
+    assert launchers.submit_and_follow(script, poll_s=0.01) == rc
+    assert (tmp_path / "sbatch.args").read_text().split() == ["--parsable", str(script)]
+    assert (tmp_path / "scontrol.n").read_text().strip() == "3"
+    out = capsys.readouterr()
+    assert "Submitted batch job 42" in out.out
+    assert said in out.err
+
+
+def test_a_slurm_job_that_cannot_be_followed_fails_saying_why(tmp_path, monkeypatch, capsys):
+    stub(tmp_path, "sbatch", 'echo 42\n')
+    stub(tmp_path, "scontrol", 'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert launchers.submit_and_follow(tmp_path / "job.sbatch", poll_s=0.01) == 1
+    assert "slurm job 42: scontrol cannot show it: slurm_load_jobs error: Invalid job id" in capsys.readouterr().err
+
+
+def test_a_refused_submission_returns_sbatch_s_reason(tmp_path, monkeypatch, capsys):
+    stub(tmp_path, "sbatch", 'echo "sbatch: error: invalid partition specified: gpu" >&2; exit 1\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert launchers.submit_and_follow(tmp_path / "job.sbatch") == 1
+    assert "invalid partition specified: gpu" in capsys.readouterr().err

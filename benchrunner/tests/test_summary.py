@@ -1,6 +1,9 @@
+import math
+
 import pytest
 
 from benchrunner import results, summary
+from documents import rank_document
 
 
 def checks_by_name(document):
@@ -37,10 +40,27 @@ def test_missing_rank_fails_sanity(run_dir, make_rank):
     assert document["sanity"]["passed"] is False
 
 
-def test_nan_loss_fails_sanity(run_dir, make_rank):
+def test_non_finite_loss_fails_sanity_naming_rank_and_step(run_dir, make_rank):
     document = summary.summarize(run_dir(make_rank(0), make_rank(1, losses=[2.3, None, 2.1])))
     assert checks_by_name(document)["loss is finite"] == {
-        "name": "loss is finite", "passed": False, "detail": "NaN loss on ranks [1]"}
+        "name": "loss is finite", "passed": False, "detail": "non-finite loss on rank 1 at step 1"}
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_a_non_finite_number_is_never_written_as_json(tmp_path, value):
+    document = {**rank_document(), "losses": [2.3, value]}
+    with pytest.raises(results.ResultError, match="not JSON.*non-finite number cannot be written"):
+        results.save(results.RANK_RESULT, document, tmp_path / "rank-0.json")
+    assert not (tmp_path / "rank-0.json").exists()
+
+
+@pytest.mark.parametrize("constant", ["Infinity", "-Infinity", "NaN"])
+def test_a_result_holding_infinity_or_nan_is_refused_on_load(tmp_path, constant):
+    path = tmp_path / "rank-0.json"
+    text = results.dumps(rank_document())
+    path.write_text(text.replace('"losses": [', f'"losses": [{constant}, ', 1))
+    with pytest.raises(results.ResultError, match=f"not JSON: {constant} is not JSON"):
+        results.load(results.RANK_RESULT, path)
 
 
 def test_ranks_disagreeing_on_steps_fail_sanity(run_dir, make_rank):

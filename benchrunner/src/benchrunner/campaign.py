@@ -235,6 +235,14 @@ def run_outcome(results_dir: Path, run_id: str) -> Attempt:
     return Attempt(not failed, "sanity checks failed: " + "; ".join(failed) if failed else None)
 
 
+def job_hosts(job_: launchers.Job, answering: list[str]) -> tuple[list[str], str | None]:
+    """The hosts a job runs on (the first of those that answer), or why there are not enough."""
+    if len(answering) < job_.nodes:
+        return [], (f"{job_.ranks} ranks at {job_.slots_per_node} per node need {job_.nodes} hosts, "
+                    f"{len(answering)} answer ({', '.join(answering) or 'none'})")
+    return answering[:job_.nodes], None
+
+
 def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any], *, inventory: str | None = None,
                       limit: str | None = None) -> Executor:
     """Each run is the benchmark play of site.yml, driven through ansible-runner."""
@@ -244,11 +252,14 @@ def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any]
         # What an earlier, failed attempt left must not pass for this attempt's result.
         shutil.rmtree(results_dir / run_.run_id, ignore_errors=True)
         variables = {**extravars(run_, campaign), "benchrunner_results_dir": str(results_dir.resolve())}
-        # Preflight stops a play at the first unreachable node; a run goes ahead on the nodes that answer,
-        # and one that needs more of them fails in preflight saying so.
+        # The run's play touches only the hosts its job runs on, chosen among those that answer now: a node that
+        # dies, whenever it dies, fails only the runs that need it.
         answering = playbooks.reachable(project, inventory=inventory, pattern=limit or "nodes")
+        hosts, short = job_hosts(job(run_, campaign, ""), answering)
+        if short:
+            return Attempt(False, short)
         outcome = playbooks.run(project, inventory=inventory, extravars=variables, tags=playbooks.BENCHMARK_TAG,
-                                limit=",".join(["localhost", *answering]), progress=playbooks.Progress(out=None))
+                                limit=",".join(["localhost", *hosts]), progress=playbooks.Progress(out=None))
         attempt = run_outcome(results_dir, run_.run_id)
         # A node lost after the run's own ranks finished fails the play, not the measurement.
         if attempt.ok or outcome.ok:

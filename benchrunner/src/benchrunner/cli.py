@@ -245,7 +245,7 @@ def cmd_schema_check(args: argparse.Namespace) -> int:
     failed = 0
     for name in args.files:
         try:
-            document = json.loads(Path(name).read_text())
+            document = results.strict_loads(Path(name).read_text())
             results.load(results.kind_of(document), Path(name))
             print(f"{name}: ok")
         except (OSError, ValueError) as exc:

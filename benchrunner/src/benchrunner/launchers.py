@@ -257,6 +257,43 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
     }
 
 
+# Slurm's job states after which the job will not run again (squeue(1), JOB STATE CODES).
+SLURM_DONE_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                     "BOOT_FAIL", "DEADLINE")
+
+
+def submit_and_follow(script: Path, poll_s: float = 1.0) -> int:
+    """sbatch the script, then follow the job at a steady interval until it ends; its exit code.
+
+    `sbatch --wait` polls at growing intervals (2 s, then 10, 42, 74...), so a 10-second job held its caller for 42.
+    """
+    submitted = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=False)
+    if submitted.returncode != 0:
+        print(submitted.stderr.strip() or f"sbatch failed (exit {submitted.returncode})", file=sys.stderr)
+        return submitted.returncode or 1
+    job_id = submitted.stdout.strip().split(";")[0]
+    print(f"Submitted batch job {job_id}", flush=True)
+    while True:
+        shown = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True,
+                               check=False)
+        if shown.returncode != 0:
+            print(f"slurm job {job_id}: scontrol cannot show it: {shown.stderr.strip()}", file=sys.stderr)
+            return 1
+        state = re.search(r"\bJobState=(\S+)", shown.stdout)
+        if state is None:
+            print(f"slurm job {job_id}: no JobState in scontrol's answer: {shown.stdout.strip()!r}", file=sys.stderr)
+            return 1
+        if state.group(1) in SLURM_DONE_STATES:
+            break
+        time.sleep(poll_s)
+    if state.group(1) == "COMPLETED":
+        return 0
+    code = re.search(r"\bExitCode=(\d+):(\d+)", shown.stdout)
+    reason = re.search(r"\bReason=(\S+)", shown.stdout)
+    print(f"slurm job {job_id} ended {state.group(1)}" + (f" ({reason.group(1)})" if reason else ""), file=sys.stderr)
+    return int(code.group(1)) if code and int(code.group(1)) else 1
+
+
 def execute(job: Job, *, dry_run: bool = False, partition: str | None = None, mpi: str = "pmix") -> int:
     """Start the job from this host: mpirun and horovodrun replace this process, Slurm's sbatch is waited for."""
     run_dir = Path(job.output_dir).parent
@@ -265,13 +302,12 @@ def execute(job: Job, *, dry_run: bool = False, partition: str | None = None, mp
     os.environ["PATH"] = os.pathsep.join([str(Path(job.benchrunner).parent), os.environ.get("PATH", "")])
     if job.launcher == "srun":
         script = sbatch_script(job, partition=partition, mpi=mpi)
-        argv = ["sbatch", "--wait", "--parsable", str(run_dir / "job.sbatch")]
         if dry_run:
             print(script, end="")
             return 0
         Path(job.output_dir).mkdir(parents=True, exist_ok=True)
         results.write_atomic(run_dir / "job.sbatch", script)
-        return subprocess.run(argv, check=False).returncode
+        return submit_and_follow(run_dir / "job.sbatch")
     if job.launcher == "horovodrun":
         os.environ.update(horovodrun_environment(job))
         argv = horovodrun_argv(job)

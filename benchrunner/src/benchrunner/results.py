@@ -75,9 +75,26 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def strict_loads(text: str) -> Any:
+    """JSON as RFC 8259 has it: Python's json would otherwise accept NaN, Infinity and -Infinity."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def dumps(document: Any) -> str:
+    """The project's JSON: strict (a non-finite number raises instead of becoming NaN or Infinity), stable order."""
+    return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
 def save(kind: str, document: dict[str, Any], path: Path) -> None:
     validate(kind, document, str(path))
-    text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    try:
+        text = dumps(document)
+    except ValueError as exc:
+        raise ResultError(f"{path}: {exc}: a non-finite number cannot be written as JSON") from exc
     write_atomic(path, text)
     if os.environ.get(STDOUT_ENV):
         from benchrunner import logship  # noqa: PLC0415 - only where results travel in the log
@@ -87,10 +104,10 @@ def save(kind: str, document: dict[str, Any], path: Path) -> None:
 
 def load(kind: str, path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(Path(path).read_text())
+        document = strict_loads(Path(path).read_text())
     except OSError as exc:
         raise ResultError(f"{path}: cannot read: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
         raise ResultError(f"{path}: not JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise ResultError(f"{path}: expected a JSON object")

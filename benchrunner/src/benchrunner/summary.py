@@ -28,7 +28,9 @@ def sanity_checks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen = sorted(r["rank"] for r in ranks)
     steps = {len(r["step_times_s"]) for r in ranks}
     run_ids = {r["run_id"] for r in ranks}
-    nan_ranks = [r["rank"] for r in ranks if any(v is None or math.isnan(v) for v in r["losses"])]
+    # Steps count from the first warmup step; a non-finite loss is written as null (JSON has no NaN or Infinity).
+    bad_losses = [f"rank {r['rank']} at step {step}" for r in sorted(ranks, key=lambda r: r["rank"])
+                  for step, v in enumerate(r["losses"]) if v is None or not math.isfinite(v)]
     workloads = {repr(sorted(r["workload"].items())) for r in ranks}
     return [
         {"name": "all ranks reported", "passed": seen == list(range(size)),
@@ -36,8 +38,8 @@ def sanity_checks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {"name": "ranks agree on measured step count", "passed": len(steps) == 1,
          "detail": f"step counts {sorted(steps)}"},
         {"name": "one run id", "passed": len(run_ids) == 1, "detail": f"run ids {sorted(run_ids)}"},
-        {"name": "loss is finite", "passed": not nan_ranks,
-         "detail": f"NaN loss on ranks {nan_ranks}" if nan_ranks else "every step's loss is finite"},
+        {"name": "loss is finite", "passed": not bad_losses,
+         "detail": "non-finite loss on " + ", ".join(bad_losses) if bad_losses else "every step's loss is finite"},
         {"name": "same workload on every rank", "passed": len(workloads) == 1,
          "detail": f"{len(workloads)} distinct workload settings"},
     ]

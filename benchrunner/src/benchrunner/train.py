@@ -114,7 +114,8 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
         elapsed = time.perf_counter() - started
         if first_step_done is None:
             first_step_done = time.time()
-        losses.append(None if math.isnan(loss) else loss)
+        # JSON has no NaN or Infinity: a non-finite loss is recorded as null, and sanity fails the run on it.
+        losses.append(loss if math.isfinite(loss) else None)
         if step == 0:
             # Trace the steady-state step now, so tracing is never inside a measured step whatever the warmup.
             train_step.get_concrete_function(images, labels, False)

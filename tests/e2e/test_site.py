@@ -90,11 +90,14 @@ def test_replacing_the_munge_key_is_a_rerun(first_run):
 
 def test_a_node_drained_for_its_hardware_returns_with_a_rerun(first_run):
     # Configured memory above what the nodes have is what Slurm sees when a node loses DIMMs.
-    drained = run_site(tags="slurm", extravars={"slurm_memory_reserve_mb": -4096, "slurm_wait_timeout_s": 15})
-    assert not drained.ok
-    assert any("Low RealMemory" in failure for failure in drained.failures), drained.failures
-    # Slurm 22.05 marks such nodes inval; rewritten from slurmd -C, their definitions fit and they come back.
-    fixed = run_site(tags="slurm")
+    try:
+        drained = run_site(tags="slurm", extravars={"slurm_memory_reserve_mb": -4096, "slurm_wait_timeout_s": 15})
+        assert not drained.ok
+        assert any("Low RealMemory" in failure for failure in drained.failures), drained.failures
+    finally:
+        # Slurm 22.05 marks such nodes inval; rewritten from slurmd -C, their definitions fit and they come back.
+        # Run whatever happened above, so that the tests after this one get a working Slurm.
+        fixed = run_site(tags="slurm")
     assert fixed.ok, fixed.failures
     states = on_head("sinfo", "--noheader", "--Node", "--format=%N %t").split("\n")
     assert sorted(line for line in states if line) == [f"{node} idle" for node in lab_node_names()]

@@ -40,6 +40,14 @@ def test_missing_rank_fails_sanity(run_dir, make_rank):
     assert document["sanity"]["passed"] is False
 
 
+def test_ranks_of_two_different_jobs_fail_sanity(run_dir, make_rank):
+    # Two single-rank jobs that wrote into one folder each say rank 0 of 1; two ranks of a 2-rank job agree.
+    document = summary.summarize(run_dir(make_rank(0, size=2), make_rank(1, size=3)))
+    assert checks_by_name(document)["ranks agree on the job size"] == {
+        "name": "ranks agree on the job size", "passed": False, "detail": "job sizes [2, 3]"}
+    assert document["sanity"]["passed"] is False
+
+
 def test_non_finite_loss_fails_sanity_naming_rank_and_step(run_dir, make_rank):
     document = summary.summarize(run_dir(make_rank(0), make_rank(1, losses=[2.3, None, 2.1])))
     assert checks_by_name(document)["loss is finite"] == {

@@ -93,3 +93,15 @@ def test_srun_without_a_slurm_controller(tmp_path):
     path.write_text(yaml.safe_dump(inventory))
     assert_stopped_in_preflight(run_site(inventory=str(path), extravars={"benchrunner_launcher": "srun"}),
                                 "benchrunner_launcher is srun, but the inventory has no 'slurm_controller' group")
+
+
+def test_two_inventory_names_for_one_machine(tmp_path):
+    inventory = yaml.safe_load(LAB_INVENTORY.read_text())
+    nodes = inventory["all"]["children"]["nodes"]["hosts"]
+    first = sorted(nodes)[0]
+    nodes["alias-of-node1"] = dict(nodes[first])
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    outcome = run_site(inventory=str(path))
+    assert_stopped_in_preflight(outcome, f"alias-of-node1 and {first} are one machine (the same /etc/machine-id)")
+    assert_stopped_in_preflight(outcome, f"alias-of-node1 and {first} answer to one hostname, {first}")

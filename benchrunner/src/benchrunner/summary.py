@@ -25,6 +25,7 @@ def load_ranks(run_dir: Path) -> list[dict[str, Any]]:
 def sanity_checks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Checks a run must pass before its numbers mean anything."""
     size = ranks[0]["size"]
+    sizes = {r["size"] for r in ranks}
     seen = sorted(r["rank"] for r in ranks)
     steps = {len(r["step_times_s"]) for r in ranks}
     run_ids = {r["run_id"] for r in ranks}
@@ -33,6 +34,7 @@ def sanity_checks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
                   for step, v in enumerate(r["losses"]) if v is None or not math.isfinite(v)]
     workloads = {repr(sorted(r["workload"].items())) for r in ranks}
     return [
+        {"name": "ranks agree on the job size", "passed": len(sizes) == 1, "detail": f"job sizes {sorted(sizes)}"},
         {"name": "all ranks reported", "passed": seen == list(range(size)),
          "detail": f"expected ranks 0..{size - 1}, got {seen}"},
         {"name": "ranks agree on measured step count", "passed": len(steps) == 1,

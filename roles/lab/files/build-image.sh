@@ -2,11 +2,13 @@
 # Builds the lab node image: a minimal Debian root with systemd, sshd and python3 -
 # what a freshly installed bare machine offers Ansible, nothing more.
 # debootstrap + `podman import` because no registry can be reached.
-# Usage: build-image.sh IMAGE SUITE MIRROR
+# Usage: build-image.sh IMAGE SUITE MIRROR REVISION (REVISION is labelled on the image, so a changed
+# build is noticed and rebuilt)
 set -euo pipefail
 image=${1:?image name}
 suite=${2:-bookworm}
 mirror=${3:-http://deb.debian.org/debian}
+revision=${4:?revision}
 
 work=$(mktemp -d /var/tmp/hpcml-lab-rootfs.XXXXXX)
 # A half-built root must never survive a failure: the next run starts clean.
@@ -36,11 +38,15 @@ printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\n' \
   > "$root/etc/ssh/sshd_config.d/lab.conf"
 echo "deb $mirror $suite main" > "$root/etc/apt/sources.list"
 echo "deb $mirror $suite-updates main" >> "$root/etc/apt/sources.list"
+# Every node its own machine-id, made at first boot from podman's container_uuid, as every real machine has its
+# own: systemd copies dbus's when /etc/machine-id is empty, and debootstrap's dbus made one for the whole image.
 : > "$root/etc/machine-id"
+ln -sf /etc/machine-id "$root/var/lib/dbus/machine-id"
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 
 tar -C "$root" -c . | podman import \
   --change 'CMD ["/sbin/init"]' \
   --change 'ENV container=podman' \
   --change 'STOPSIGNAL SIGRTMIN+3' \
+  --change "LABEL hpcml.lab-image-revision=$revision" \
   - "$image"

@@ -127,3 +127,44 @@ def test_a_campaign_with_only_sweeps_done_still_reports(results_dir, tmp_path):
     report.write(tmp_path / "only-sweeps", "Campaign lab", [], sweeps, by_stack, [])
     assert sorted(p.name for p in (tmp_path / "only-sweeps" / "plots").iterdir()) == ["allreduce.png"]
     assert "## Allreduce bandwidth" in (tmp_path / "only-sweeps" / "report.md").read_text()
+
+
+def test_runs_that_differ_in_any_axis_get_rows_of_their_own(results_dir):
+    summaries, _ = report.load_runs(*results_dir)
+    compressed = [s for s in summaries if s["run_id"].startswith("baremetal-g2")][:2]
+    for s in compressed:
+        s["workload"]["fp16_allreduce"] = True
+    table = report.throughput_table(report.series(summaries, by_stack))
+    assert [row[3] for row in rows(table, stack="baremetal", GPUs="2")] == ["1", "2"]
+    assert {row[0] for row in rows(table, stack="baremetal", GPUs="2")} == {
+        "small_cnn synthetic b32 32px fp16_allreduce=false", "small_cnn synthetic b32 32px fp16_allreduce=true"}
+    assert report.grouping_lines(summaries, ()) == [
+        "Runs differ in fp16_allreduce (false, true): each value has rows of its own."]
+
+
+def test_a_stack_ratio_between_runs_that_differ_in_more_than_the_stack_is_refused(results_dir, tmp_path):
+    summaries, sweeps = report.load_runs(*results_dir)
+    for s in summaries:
+        if s["stack"] == "k8s":
+            s["network"], s["launcher"] = "overlay", "mpijob"
+    all_series = report.series(summaries, by_stack)
+    # The launcher comes with the stack; the network does not, so no k8s/baremetal ratio is given.
+    assert report.ratios(all_series, "baremetal") == []
+    (row,) = report.unmatched(all_series, "baremetal").rows
+    assert row == ("small_cnn synthetic b32 32px launcher=mpijob network=overlay", "k8s", "network (tcp vs overlay)")
+
+    path = report.write(tmp_path / "pooled", "pooled", summaries, sweeps, by_stack, [], pooled=["network"])
+    text = path.read_text()
+    assert "POOLED on request although the runs differ in: network (overlay, tcp)." in text
+    assert "| small_cnn synthetic b32 32px launcher=mpijob | k8s / baremetal | 2 | 0.919 |" in text
+    with pytest.raises(results.ResultError, match="cannot pool colour: not an axis of these runs"):
+        report.write(tmp_path / "bad", "bad", summaries, sweeps, by_stack, [], pooled=["colour"])
+
+
+def test_compare_takes_a_as_the_reference_whatever_the_names(results_dir, tmp_path, capsys):
+    directory, _ = results_dir
+    # Alphabetically k8s-... comes first; A is still the reference.
+    assert cli.main(["compare", str(directory / "k8s-g2-r0"), str(directory / "baremetal-g2-r0"),
+                     "--results-dir", str(directory), "-o", str(tmp_path / "cmp")]) == 0
+    text = capsys.readouterr().out
+    assert "| small_cnn synthetic b32 32px | baremetal-g2-r0 / k8s-g2-r0 | 2 | 1.088 |" in text

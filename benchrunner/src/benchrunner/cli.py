@@ -179,7 +179,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     failed = {run_id: e["reason"] for run_id, e in sorted(state["runs"].items()) if e["status"] == "failed"}
     intro = [f"Campaign {name}: {len(summaries) + len(sweeps)} runs done, {len(failed)} failed."]
     intro += [f"failed: {run_id}: {reason}" for run_id, reason in failed.items()]
-    path = report.write(campaign_dir, f"Campaign {name}", summaries, sweeps, lambda d: d["provenance"]["stack"], intro)
+    path = report.write(campaign_dir, f"Campaign {name}", summaries, sweeps, lambda d: d["provenance"]["stack"], intro,
+                        pooled=args.pool)
     sys.stdout.write(path.read_text())
     print(f"\nreport: {path} and {path.with_name(report.REPORT_HTML)}", file=sys.stderr)
     return 0
@@ -196,7 +197,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     intro = [f"A = {a_name} ({len(a_summaries)} training runs), B = {b_name} ({len(b_summaries)} training runs); "
              "ratios are B / A for the same workload and GPU count."]
     path = report.write(out, f"{b_name} compared with {a_name}", a_summaries + b_summaries, a_sweeps + b_sweeps,
-                        lambda d: labels[id(d)], intro)
+                        lambda d: labels[id(d)], intro, reference=a_name, pooled=args.pool)
     sys.stdout.write(path.read_text())
     print(f"\nreport: {path} and {path.with_name(report.REPORT_HTML)}", file=sys.stderr)
     return 0
@@ -320,6 +321,12 @@ def _default_benchrunner() -> str:
     return shutil.which("benchrunner", path=str(Path(sys.executable).parent)) or "benchrunner"
 
 
+def _add_pool(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pool", action="append", default=[], metavar="AXIS",
+                        help="put runs that differ in AXIS (a workload setting, network, launcher or a version) "
+                        "into one figure anyway; the report names what was pooled. Repeatable.")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchrunner",
@@ -412,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="report on a run or a campaign (default: results/latest)")
     p.add_argument("target", nargs="?", help="a run folder, a campaign folder or a campaign name")
     p.add_argument("--results-dir", default="results")
+    _add_pool(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="compare two runs or campaigns (e.g. bare metal and Kubernetes)")
@@ -419,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b")
     p.add_argument("--results-dir", default="results")
     p.add_argument("-o", "--output", help="report folder (default: results/compare/A--B)")
+    _add_pool(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("schema-check", help="validate result files against their schema")

@@ -22,7 +22,12 @@ REPORT_HTML = "report.html"
 PLOTS_DIR = "plots"
 # The first present of these is what the other stacks are measured against.
 REFERENCE_ORDER = ("baremetal", "slurm", "k8s")
-WORKLOAD_KEYS = ("model", "data", "batch_size", "image_size", "precision", "xla")
+# Always in a row's name; any other axis is named only where runs differ in it.
+LABEL_AXES = ("model", "data", "batch_size", "image_size", "precision", "xla")
+# The launcher comes with the stack (srun with Slurm, an MPIJob with Kubernetes): a stack ratio may differ in it.
+STACK_BOUND_AXES = ("launcher",)
+# Versions that name the measuring tool's build, not the system measured: shown, never a reason to split runs.
+TOOL_VERSIONS = ("benchrunner", "git_commit")
 
 
 @dataclass(frozen=True)
@@ -35,11 +40,18 @@ class Table:
 
 @dataclass
 class Series:
-    """The runs of one workload on one variant (a stack, or a side of a comparison), by GPU count."""
+    """The runs of one variant (a stack, or a side of a comparison) that agree on every axis in which runs differ,
+    by GPU count."""
 
     variant: str
     workload: str
+    axes: tuple[tuple[str, str], ...] = ()
     by_gpus: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+
+    @property
+    def like_for_like(self) -> tuple[tuple[str, str], ...]:
+        """What a run of another stack must match for a ratio: every axis but those that come with the stack."""
+        return tuple(item for item in self.axes if item[0] not in STACK_BOUND_AXES)
 
     def throughput(self, gpus: int) -> stats.Summary:
         return stats.describe([s["throughput"]["total"] for s in self.by_gpus[gpus]])
@@ -65,11 +77,38 @@ def load_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str,
     return summaries, sweeps
 
 
-def series(summaries: list[dict[str, Any]], variant_of: Any) -> list[Series]:
-    grouped: dict[tuple[str, str], Series] = {}
+def _text(value: Any) -> str:
+    return "-" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def axes(summary: dict[str, Any]) -> dict[str, str]:
+    """Everything a run was measured with besides its stack and GPU count: workload, network, launcher, versions."""
+    found = {key: _text(value) for key, value in summary["workload"].items()}
+    found |= {"network": summary["network"], "launcher": summary["launcher"]}
+    found |= {key: _text(value) for key, value in summary["versions"].items() if key not in TOOL_VERSIONS}
+    return found
+
+
+def differing_axes(summaries: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The axes in which these runs differ, with their values."""
+    values: dict[str, set[str]] = defaultdict(set)
     for summary in summaries:
-        variant, label = variant_of(summary), workload_label(summary["workload"])
-        grouped.setdefault((variant, label), Series(variant, label)).by_gpus[summary["ranks"]].append(summary)
+        for key, value in axes(summary).items():
+            values[key].add(value)
+    return {key: sorted(found) for key, found in sorted(values.items()) if len(found) > 1}
+
+
+def series(summaries: list[dict[str, Any]], variant_of: Any, pooled: Iterable[str] = ()) -> list[Series]:
+    """Runs grouped by variant and by every axis in which runs differ (pooled axes excepted): no figure mixes them."""
+    split = [key for key in differing_axes(summaries) if key not in set(pooled) and key not in LABEL_AXES]
+    grouped: dict[tuple[str, tuple[tuple[str, str], ...]], Series] = {}
+    for summary in summaries:
+        found = axes(summary)
+        key = tuple((name, found[name]) for name in (*LABEL_AXES, *split) if name in found)
+        label = " ".join([workload_label(summary["workload"]),
+                          *(f"{name}={found[name]}" for name in split if name in found)])
+        variant = variant_of(summary)
+        grouped.setdefault((variant, key), Series(variant, label, key)).by_gpus[summary["ranks"]].append(summary)
     return sorted(grouped.values(), key=lambda s: (s.workload, _variant_rank(s.variant)))
 
 
@@ -131,22 +170,37 @@ class Ratio:
 
 
 def ratios(all_series: list[Series], reference: str) -> list[Ratio]:
-    """Each variant's throughput over the reference's, for every workload and GPU count both measured."""
-    by_workload: dict[str, dict[str, Series]] = defaultdict(dict)
-    for s in all_series:
-        by_workload[s.workload][s.variant] = s
+    """Each variant's throughput over the reference's, only between series alike in everything but the stack."""
+    references = {s.like_for_like: s for s in all_series if s.variant == reference}
     out = []
-    for workload, variants in sorted(by_workload.items()):
-        ref = variants.get(reference)
-        if ref is None:
+    for s in all_series:
+        ref = references.get(s.like_for_like)
+        if s.variant == reference or ref is None:
             continue
-        for variant, s in sorted(variants.items(), key=lambda kv: _variant_rank(kv[0])):
-            if variant == reference:
-                continue
-            for gpus in sorted(set(ref.by_gpus) & set(s.by_gpus)):
-                a, b = ref.throughput(gpus), s.throughput(gpus)
-                out.append(Ratio(workload, variant, gpus, *ratio(a, b), repeated=min(a.n, b.n) > 1))
+        for gpus in sorted(set(ref.by_gpus) & set(s.by_gpus)):
+            a, b = ref.throughput(gpus), s.throughput(gpus)
+            out.append(Ratio(s.workload, s.variant, gpus, *ratio(a, b), repeated=min(a.n, b.n) > 1))
     return out
+
+
+def unmatched(all_series: list[Series], reference: str) -> Table | None:
+    """Series of other variants with no like-for-like reference: why no ratio is given for them."""
+    references = [s for s in all_series if s.variant == reference]
+    rows = []
+    for s in all_series:
+        if s.variant == reference or any(r.like_for_like == s.like_for_like for r in references):
+            continue
+        mine = dict(s.like_for_like)
+        nearest = min(references, default=None,
+                      key=lambda r: sum(mine.get(k) != v for k, v in r.like_for_like))
+        differs = ", ".join(f"{k} ({v} vs {mine.get(k, '-')})" for k, v in (nearest.like_for_like if nearest else ())
+                            if mine.get(k) != v) or f"no {reference} runs"
+        rows.append((s.workload, s.variant, differs))
+    if not rows:
+        return None
+    return Table(f"Not compared with {reference}: the runs differ in more than the stack", ("runs", "stack",
+                 f"differs from the nearest {reference} runs in"), rows,
+                 "Pool an axis on purpose with --pool AXIS; the report then says which it pooled.")
 
 
 def ratio_table(found: list[Ratio], reference: str) -> Table | None:
@@ -357,20 +411,39 @@ def provenance_lines(summaries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def grouping_lines(summaries: list[dict[str, Any]], pooled: Iterable[str]) -> list[str]:
+    """Which axes split the runs into rows of their own, and which were pooled on request."""
+    differing = differing_axes(summaries)
+    pooled = [key for key in pooled if key in differing]
+    split = [key for key in differing if key not in pooled and key not in LABEL_AXES]
+    lines = [("Runs differ in " + "; ".join(f"{k} ({', '.join(differing[k])})" for k in split)
+              + ": each value has rows of its own.") if split else "Runs differ in no axis beyond their names."]
+    if pooled:
+        lines.append("POOLED on request although the runs differ in: "
+                     + "; ".join(f"{k} ({', '.join(differing[k])})" for k in pooled) + ".")
+    return lines
+
+
 def write(out_dir: Path, title: str, summaries: list[dict[str, Any]], sweeps: list[dict[str, Any]],
-          variant_of: Any, intro: list[str]) -> Path:
-    """Write report.md, report.html and plots/ for these runs into out_dir."""
+          variant_of: Any, intro: list[str], reference: str | None = None, pooled: Iterable[str] = ()) -> Path:
+    """Write report.md, report.html and plots/ for these runs into out_dir. Ratios are to `reference` (default: the
+    first present of REFERENCE_ORDER), between runs alike in every axis but the stack and the `pooled` ones."""
     if not summaries and not sweeps:
         raise results.ResultError("no completed runs to report on")
-    all_series = series(summaries, variant_of)
+    pooled = list(pooled)
+    unknown = sorted(set(pooled) - {key for summary in summaries for key in axes(summary)})
+    if unknown:
+        raise results.ResultError(f"cannot pool {', '.join(unknown)}: not an axis of these runs")
+    all_series = series(summaries, variant_of, pooled)
     variants = sorted({s.variant for s in all_series} | {variant_of(s) for s in sweeps}, key=_variant_rank)
-    reference = variants[0]
+    reference = reference or variants[0]
     tables = [throughput_table(all_series), scaling_table(all_series)] if all_series else []
     tables += [t for t in (ratio_table(ratios(all_series, reference), reference),
-                           allreduce_table(sweeps, variant_of)) if t]
+                           unmatched(all_series, reference), allreduce_table(sweeps, variant_of)) if t]
     figures = plots(all_series, sweeps, variant_of, reference, out_dir / PLOTS_DIR)
     if summaries:
-        intro = [*intro, "", "Measured with: " + "; ".join(provenance_lines(summaries))]
+        intro = [*intro, "", *grouping_lines(summaries, pooled),
+                 "Measured with: " + "; ".join(provenance_lines(summaries))]
     results.write_atomic(out_dir / REPORT_MD, markdown(title, intro, tables, figures, out_dir))
     results.write_atomic(out_dir / REPORT_HTML, html_page(title, intro, tables, figures))
     return out_dir / REPORT_MD

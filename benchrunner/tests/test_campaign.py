@@ -169,3 +169,38 @@ def test_a_run_plays_only_on_the_hosts_its_job_needs(campaign_file, tmp_path, mo
     assert played == ([limit] if limit else [])
     if reason:
         assert attempt == campaign.Attempt(False, reason)
+
+
+def test_runs_go_in_randomized_rounds_recorded_in_the_state(campaign_file, tmp_path):
+    document = campaign.load(campaign_file({**LAB, "stacks": ["baremetal", "k8s"], "seed": 7}))
+    executor = Recorder()
+    state = campaign.run(document, tmp_path / "campaign.yml", tmp_path / "results", executor, progress=lambda _: None)
+    planned = {r.run_id: r for r in campaign.plan(document)}
+    points = len(planned) // 3
+    # Every repeat round holds every point once; rounds follow each other; within one the order is shuffled.
+    rounds = [executor.calls[i * points:(i + 1) * points] for i in range(3)]
+    assert [{planned[r].repeat for r in round_} for round_ in rounds] == [{1}, {2}, {3}]
+    assert [r for r in executor.calls if planned[r].repeat == 1] != [r.run_id for r in planned.values()
+                                                                      if r.repeat == 1]
+    assert {planned[r].point["stack"] for r in rounds[0][:4]} == {"baremetal", "k8s"}
+    assert state.document["order"] == {"seed": 7, "run_ids": executor.calls}
+    assert executor.calls == [r.run_id for r in campaign.schedule(document, 7)]
+    assert executor.calls != [r.run_id for r in campaign.schedule(document, 8)]
+
+
+def test_a_resumed_campaign_keeps_its_recorded_order(campaign_file, tmp_path):
+    document = campaign.load(campaign_file())  # no seed: one is drawn and kept
+    first = Recorder(failing=set())
+    results_dir = tmp_path / "results"
+    state = campaign.run(document, tmp_path / "campaign.yml", results_dir, Recorder(failing={"x"}),
+                         progress=lambda _: None)
+    order = state.order
+    assert sorted(order) == sorted(r.run_id for r in campaign.plan(document))
+    # Fail a third of them, then resume: the rerun goes through the failures in the recorded order.
+    path = results_dir / "campaigns" / "lab" / "state.json"
+    saved = json.loads(path.read_text())
+    for run_id in order[::3]:
+        saved["runs"][run_id]["status"] = "failed"
+    path.write_text(json.dumps(saved))
+    campaign.run(document, tmp_path / "campaign.yml", results_dir, first, progress=lambda _: None)
+    assert first.calls == order[::3]

@@ -116,10 +116,12 @@ def test_report_on_a_campaign_lists_its_failures(results_dir, tmp_path, capsys):
     runs["lost"] = {**runs[run_ids[0]], "status": "failed", "reason": "lab-node2: UNREACHABLE"}
     state = {"kind": "campaign-state", "schema_version": 2, "campaign": "lab", "campaign_file": "lab.yml",
              "updated_at": "2026-11-21T00:00:00+00:00", "runs": runs}
+    state["order"] = {"seed": 42, "run_ids": [*run_ids, "lost"]}
     results.save(results.CAMPAIGN_STATE, state, directory / "campaigns" / "lab" / "state.json")
     assert cli.main(["report", "lab", "--results-dir", str(directory)]) == 0
     text = capsys.readouterr().out
     assert "Campaign lab: 14 runs done, 1 failed." in text and "failed: lost: lab-node2: UNREACHABLE" in text
+    assert "Order: repeat rounds, every point once in each, shuffled (seed 42)" in text
 
 
 def test_a_campaign_with_only_sweeps_done_still_reports(results_dir, tmp_path):
@@ -139,7 +141,7 @@ def test_runs_that_differ_in_any_axis_get_rows_of_their_own(results_dir):
     assert {row[0] for row in rows(table, stack="baremetal", GPUs="2")} == {
         "small_cnn synthetic b32 32px fp16_allreduce=false", "small_cnn synthetic b32 32px fp16_allreduce=true"}
     assert report.grouping_lines(summaries, ()) == [
-        "Runs differ in fp16_allreduce (false, true): each value has rows of its own."]
+        "Runs of small_cnn synthetic b32 32px differ in fp16_allreduce (false, true): each value has rows of its own."]
 
 
 def test_a_stack_ratio_between_runs_that_differ_in_more_than_the_stack_is_refused(results_dir, tmp_path):
@@ -155,7 +157,7 @@ def test_a_stack_ratio_between_runs_that_differ_in_more_than_the_stack_is_refuse
 
     path = report.write(tmp_path / "pooled", "pooled", summaries, sweeps, by_stack, [], pooled=["network"])
     text = path.read_text()
-    assert "POOLED on request although the runs differ in: network (overlay, tcp)." in text
+    assert "POOLED on request although runs of small_cnn synthetic b32 32px differ in: network (overlay, tcp)." in text
     assert "| small_cnn synthetic b32 32px launcher=mpijob | k8s / baremetal | 2 | 0.919 |" in text
     with pytest.raises(results.ResultError, match="cannot pool colour: not an axis of these runs"):
         report.write(tmp_path / "bad", "bad", summaries, sweeps, by_stack, [], pooled=["colour"])

@@ -10,6 +10,8 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import random
+import secrets
 import shutil
 import time
 from dataclasses import dataclass
@@ -104,6 +106,22 @@ def plan(campaign: dict[str, Any]) -> list[Run]:
             for point in points(campaign) for repeat in range(1, repeats + 1)]
 
 
+def schedule(campaign: dict[str, Any], seed: int) -> list[Run]:
+    """The order runs are done in: repeat rounds one after another, every point once in each, shuffled.
+
+    Drift on a shared cluster (other jobs, thermals, a noisy neighbour) then falls on every stack and point alike
+    instead of on whichever ran last.
+    """
+    shuffle = random.Random(seed).shuffle
+    runs = plan(campaign)
+    out: list[Run] = []
+    for repeat in sorted({r.repeat for r in runs}):
+        round_ = [r for r in runs if r.repeat == repeat]
+        shuffle(round_)
+        out += round_
+    return out
+
+
 class State:
     """The campaign's state file: every run's status, reason and attempts."""
 
@@ -115,6 +133,13 @@ class State:
             self.document = {"kind": results.CAMPAIGN_STATE, "schema_version": results.SCHEMA_VERSION,
                              "campaign": campaign["name"], "campaign_file": str(campaign_file),
                              "updated_at": _now(), "runs": {}}
+        if "order" not in self.document:
+            seed = campaign.get("seed", secrets.randbelow(2**31))
+            self.document["order"] = {"seed": seed, "run_ids": [r.run_id for r in schedule(campaign, seed)]}
+
+    @property
+    def order(self) -> list[str]:
+        return self.document["order"]["run_ids"]
 
     @property
     def runs(self) -> dict[str, dict[str, Any]]:
@@ -147,9 +172,14 @@ def run(campaign: dict[str, Any], campaign_file: Path, results_dir: Path, execut
         progress: Progress = print) -> State:
     """Run every run not yet done; failures are recorded with their reason and the campaign goes on."""
     state = State(directory(results_dir, campaign["name"]) / STATE_JSON, campaign, campaign_file)
-    todo = [r for r in plan(campaign) if state.status(r.run_id) != "done"]
-    total = len(plan(campaign))
-    progress(f"campaign {campaign['name']}: {total - len(todo)} of {total} runs already done, {len(todo)} to run")
+    # The recorded order; runs a changed campaign file added since go last.
+    position = {run_id: number for number, run_id in enumerate(state.order)}
+    planned = plan(campaign)
+    todo = sorted((r for r in planned if state.status(r.run_id) != "done"),
+                  key=lambda r: position.get(r.run_id, len(position)))
+    total = len(planned)
+    progress(f"campaign {campaign['name']}: {total - len(todo)} of {total} runs already done, {len(todo)} to run"
+             f" (order randomized, seed {state.document['order']['seed']})")
     for number, run_ in enumerate(todo, start=1):
         progress(f"[{number}/{len(todo)}] {run_.run_id}")
         started = time.monotonic()

@@ -179,6 +179,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     failed = {run_id: e["reason"] for run_id, e in sorted(state["runs"].items()) if e["status"] == "failed"}
     intro = [f"Campaign {name}: {len(summaries) + len(sweeps)} runs done, {len(failed)} failed."]
     intro += [f"failed: {run_id}: {reason}" for run_id, reason in failed.items()]
+    if "order" in state:
+        intro.append(f"Order: repeat rounds, every point once in each, shuffled (seed {state['order']['seed']}); "
+                     f"run by run in {campaign_dir / campaign.STATE_JSON}.")
     path = report.write(campaign_dir, f"Campaign {name}", summaries, sweeps, lambda d: d["provenance"]["stack"], intro,
                         pooled=args.pool)
     sys.stdout.write(path.read_text())

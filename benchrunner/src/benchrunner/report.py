@@ -98,17 +98,36 @@ def differing_axes(summaries: list[dict[str, Any]]) -> dict[str, list[str]]:
     return {key: sorted(found) for key, found in sorted(values.items()) if len(found) > 1}
 
 
-def series(summaries: list[dict[str, Any]], variant_of: Any, pooled: Iterable[str] = ()) -> list[Series]:
-    """Runs grouped by variant and by every axis in which runs differ (pooled axes excepted): no figure mixes them."""
-    split = [key for key in differing_axes(summaries) if key not in set(pooled) and key not in LABEL_AXES]
-    grouped: dict[tuple[str, tuple[tuple[str, str], ...]], Series] = {}
+def _by_workload(summaries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for summary in summaries:
-        found = axes(summary)
-        key = tuple((name, found[name]) for name in (*LABEL_AXES, *split) if name in found)
-        label = " ".join([workload_label(summary["workload"]),
-                          *(f"{name}={found[name]}" for name in split if name in found)])
-        variant = variant_of(summary)
-        grouped.setdefault((variant, key), Series(variant, label, key)).by_gpus[summary["ranks"]].append(summary)
+        found[workload_label(summary["workload"])].append(summary)
+    return found
+
+
+def split_axes(summaries: list[dict[str, Any]], pooled: Iterable[str] = ()) -> dict[str, dict[str, list[str]]]:
+    """Per workload, the axes beyond its name in which its runs differ (pooled ones excepted), with their values."""
+    out = {}
+    for label, members in sorted(_by_workload(summaries).items()):
+        differing = {k: v for k, v in differing_axes(members).items() if k not in set(pooled) and k not in LABEL_AXES}
+        if differing:
+            out[label] = differing
+    return out
+
+
+def series(summaries: list[dict[str, Any]], variant_of: Any, pooled: Iterable[str] = ()) -> list[Series]:
+    """Runs grouped by variant and by every axis in which runs of one workload differ (pooled axes excepted):
+    no figure mixes them."""
+    split = split_axes(summaries, pooled)
+    grouped: dict[tuple[str, tuple[tuple[str, str], ...]], Series] = {}
+    for base, members in _by_workload(summaries).items():
+        names = list(split.get(base, {}))
+        for summary in members:
+            found = axes(summary)
+            key = (("workload", base), *((name, found.get(name, "-")) for name in names))
+            label = " ".join([base, *(f"{name}={value}" for name, value in key[1:])])
+            variant = variant_of(summary)
+            grouped.setdefault((variant, key), Series(variant, label, key)).by_gpus[summary["ranks"]].append(summary)
     return sorted(grouped.values(), key=lambda s: (s.workload, _variant_rank(s.variant)))
 
 
@@ -411,16 +430,20 @@ def provenance_lines(summaries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _axes_text(differing: dict[str, list[str]]) -> str:
+    return "; ".join(f"{k} ({', '.join(v)})" for k, v in differing.items())
+
+
 def grouping_lines(summaries: list[dict[str, Any]], pooled: Iterable[str]) -> list[str]:
-    """Which axes split the runs into rows of their own, and which were pooled on request."""
-    differing = differing_axes(summaries)
-    pooled = [key for key in pooled if key in differing]
-    split = [key for key in differing if key not in pooled and key not in LABEL_AXES]
-    lines = [("Runs differ in " + "; ".join(f"{k} ({', '.join(differing[k])})" for k in split)
-              + ": each value has rows of its own.") if split else "Runs differ in no axis beyond their names."]
-    if pooled:
-        lines.append("POOLED on request although the runs differ in: "
-                     + "; ".join(f"{k} ({', '.join(differing[k])})" for k in pooled) + ".")
+    """Which axes split a workload's runs into rows of their own, and which were pooled on request."""
+    pooled = list(pooled)
+    lines = [f"Runs of {label} differ in {_axes_text(differing)}: each value has rows of its own."
+             for label, differing in split_axes(summaries, pooled).items()]
+    lines = lines or ["Runs of one workload differ in no axis beyond their stack and GPU count."]
+    for label, members in sorted(_by_workload(summaries).items()):
+        merged = {k: v for k, v in differing_axes(members).items() if k in pooled}
+        if merged:
+            lines.append(f"POOLED on request although runs of {label} differ in: {_axes_text(merged)}.")
     return lines
 
 

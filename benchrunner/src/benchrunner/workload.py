@@ -25,8 +25,9 @@ class Workload:
     num_classes: int = 10
     precision: str = "fp32"
     xla: bool = False
-    warmup_steps: int = 5
-    measured_steps: int = 20
+    # The peers' windows (Horovod's synthetic benchmark, tf_cnn_benchmarks): ~100 measured batches after >= 10 warmup.
+    warmup_steps: int = 10
+    measured_steps: int = 100
     learning_rate: float = 0.01
     # Horovod knobs. None leaves Horovod's own default (or the launcher's environment) in place.
     fusion_threshold_mb: int | None = None

@@ -71,3 +71,34 @@ def test_help_lists_every_command(capsys):
 
 def test_summary_schema_is_valid_json_schema():
     assert json.loads(json.dumps(results.schema(results.SUMMARY)))["$id"].endswith("summary.v2.json")
+
+
+def _bad_inputs(tmp_path, run_dir, make_rank):
+    """(argv, what the one error line must name) for inputs that used to end in a traceback."""
+    array = write_json(tmp_path / "array.json", [1, 2])
+    not_yaml = tmp_path / "broken.yaml"
+    not_yaml.write_text("kind: [Pod\n")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    run = run_dir(make_rank(0), make_rank(1))
+    summary.write(run)
+    return [
+        (["schema-check", str(array)], f"{array}: expected a JSON object with a 'kind', got a JSON list"),
+        (["validate-manifests", str(not_yaml)], f"FAIL {not_yaml}: not YAML: while parsing a flow sequence"),
+        (["compare", str(run), str(run), "-o", str(a_file)], f"{a_file}"),
+        (["dataset", str(a_file)], f"{a_file}: exists and is not a folder"),
+        (["dataset", str(tmp_path / "d"), "--image-size", "-1"], "--image-size must be 8 to 4096 pixels (got -1)"),
+        (["dataset", str(tmp_path / "d"), "--images", "0"], "--images must be at least 1 (got 0)"),
+        (["dataset", str(tmp_path / "d"), "--tfrecord-shards", "2"], "--tfrecord-shards needs TensorFlow"),
+    ]
+
+
+def test_every_bad_input_is_one_line_naming_it_not_a_traceback(tmp_path, run_dir, make_rank, capsys):
+    for argv, named in _bad_inputs(tmp_path, run_dir, make_rank):
+        capsys.readouterr()
+        assert cli.main(argv) != 0, argv
+        err = capsys.readouterr().err
+        assert named in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+    # Refused before anything was written.
+    assert not (tmp_path / "d").exists()

@@ -58,11 +58,20 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:
+    if args.tfrecord_shards < 0:
+        raise ValueError(f"--tfrecord-shards must be 0 (none) or more (got {args.tfrecord_shards})")
+    tf = None
+    if args.tfrecord_shards:
+        # Asked before any image is written: TensorFlow is on the nodes' environment, not the control host's.
+        try:
+            import tensorflow as tf  # noqa: PLC0415 - writing TFRecords needs TensorFlow
+        except ImportError as exc:
+            raise ValueError(f"--tfrecord-shards needs TensorFlow, which this Python cannot import ({exc}); "
+                             "run it in the nodes' environment (/opt/hpcml/venv)") from exc
     directory = dataset.generate(Path(args.directory), dataset.Spec(args.images, args.image_size, args.seed))
     print(f"{directory}: {args.images} images of {args.image_size}px with {dataset.LABELS_CSV}")
-    if args.tfrecord_shards:
-        from benchrunner import data  # noqa: PLC0415 - writing TFRecords needs TensorFlow
-        import tensorflow as tf  # noqa: PLC0415
+    if tf is not None:
+        from benchrunner import data  # noqa: PLC0415 - imports TensorFlow's helpers
 
         shards = data.write_tfrecords(tf, directory, args.tfrecord_shards)
         print(f"{directory / data.TFRECORD_DIR}: {len(shards)} TFRecord shards")
@@ -458,6 +467,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (results.ResultError, FileNotFoundError, ValueError) as exc:
+    except (results.ResultError, ValueError) as exc:
         print(f"benchrunner: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # One line naming the file (a folder given where a file goes, a file where a folder goes, no permission).
+        print(f"benchrunner: {exc.filename or ''}: {exc.strerror or exc}".replace(": : ", ": "), file=sys.stderr)
         return 2

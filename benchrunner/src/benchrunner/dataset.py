@@ -34,6 +34,14 @@ class Spec:
     image_size: int = 64
     seed: int = 0
 
+    def validate(self) -> None:
+        # The smallest image the models accept is 32 px (ResNet-50; Inception-v3 needs 75); below 8 there is no
+        # chest to draw. PNG's header holds sizes up to 2**31 - 1; beyond a few thousand pixels this is not useful.
+        if not 1 <= self.images:
+            raise ValueError(f"--images must be at least 1 (got {self.images})")
+        if not 8 <= self.image_size <= 4096:
+            raise ValueError(f"--image-size must be 8 to 4096 pixels (got {self.image_size})")
+
 
 def png_gray(width: int, height: int, pixels: bytes) -> bytes:
     """Encode 8-bit grayscale pixels (row-major) as a PNG file."""
@@ -63,6 +71,9 @@ def _image(rng: random.Random, size: int, findings: list[str]) -> bytes:
 
 def generate(directory: Path, spec: Spec) -> Path:
     """Write the dataset; a folder that already holds this same spec is left as it is."""
+    spec.validate()
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"{directory}: exists and is not a folder; give the dataset a folder of its own")
     manifest = directory / MANIFEST
     if manifest.exists() and json.loads(manifest.read_text()).get("spec") == asdict(spec):
         return directory

@@ -113,7 +113,15 @@ def validate_files(paths: Iterable[Path], kubernetes_version: str) -> tuple[list
     """(what passed, what failed) over every object of every file, each line naming its file."""
     passed, failed = [], []
     for path in paths:
-        for index, document in enumerate(load_documents(path)):
+        try:
+            documents = load_documents(path)
+        except OSError as exc:
+            failed.append(f"{path}: cannot read: {exc.strerror}")
+            continue
+        except yaml.YAMLError as exc:
+            failed.append(f"{path}: not YAML: {' '.join(str(exc).split())}")
+            continue
+        for index, document in enumerate(documents):
             try:
                 passed.append(f"{path.name}: {validate(document, kubernetes_version)}")
             except ValueError as exc:

@@ -115,7 +115,9 @@ def load(kind: str, path: Path) -> dict[str, Any]:
     return document
 
 
-def kind_of(document: dict[str, Any]) -> str:
+def kind_of(document: Any) -> str:
+    if not isinstance(document, dict):
+        raise ResultError(f"expected a JSON object with a 'kind', got a JSON {type(document).__name__}")
     kind = document.get("kind")
     if kind not in KINDS:
         raise ResultError(f"unknown result kind {kind!r}")

@@ -119,3 +119,39 @@ def test_containerd_without_the_toolkit_or_as_a_runtime_class(tmp_path):
     classed = containerd_config(tmp_path, "1.6.20", nvidia=True, default=False)
     runtimes = classed["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
     assert runtimes["default_runtime_name"] == "runc" and "nvidia" in runtimes["runtimes"]
+
+
+def k8s_tasks(tasks: list) -> list[dict]:
+    """Every kubernetes.core.k8s task, blocks included."""
+    found = []
+    for task in tasks or []:
+        for key in ("block", "rescue", "always"):
+            found += k8s_tasks(task.get(key, []))
+        found += [task[m] for m in ("kubernetes.core.k8s", "k8s") if m in task]
+    return found
+
+
+def test_every_apply_is_server_side_with_one_field_manager():
+    # Client-side apply copies each object into the last-applied-configuration annotation, which may hold at most
+    # 262,144 bytes (apimachinery's TotalAnnotationSizeLimitB); the MPIJob CRD alone is over it. The rule: no
+    # apply task of the project is client-side.
+    applies = [args for path in sorted(PROJECT.glob("roles/*/tasks/*.yml"))
+               for args in k8s_tasks(yaml.safe_load(path.read_text()))
+               if args.get("state", "present") == "present"]
+    assert len(applies) >= 2
+    for args in applies:
+        assert args.get("apply") is True and args.get("server_side_apply") == "{{ _kubernetes_server_side_apply }}", args
+    settings = yaml.safe_load((K8S / "vars" / "main.yml").read_text())["_kubernetes_server_side_apply"]
+    assert settings["field_manager"] and settings["force_conflicts"] is True
+
+
+def test_the_mpi_operator_controller_and_crd_are_one_release(tmp_path, cluster):
+    release = yaml.safe_load((K8S / "defaults" / "main.yml").read_text())["kubernetes_mpi_operator_version"]
+    assert release == "v0.8.1"
+    (tmp_path / "pins.j2").write_text("{{ kubernetes_mpi_operator_crd_url }}\n{{ kubernetes_mpi_operator_image }}\n")
+    url, image = render(tmp_path, K8S, {str(tmp_path / "pins.j2"): "pins"}, {})["pins"].split()
+    assert url == ("https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.1/manifests/base/"
+                   "kubeflow.org_mpijobs.yaml")
+    assert image == "mpioperator/mpi-operator:0.8.1"
+    deployment = next(d for d in docs(cluster, "40-mpi-operator") if d["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image

@@ -155,3 +155,11 @@ def test_the_mpi_operator_controller_and_crd_are_one_release(tmp_path, cluster):
     assert image == "mpioperator/mpi-operator:0.8.1"
     deployment = next(d for d in docs(cluster, "40-mpi-operator") if d["kind"] == "Deployment")
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+def test_node_feature_discovery_is_deployed_once(tmp_path):
+    charts = ("gpu-operator", "network-operator")
+    values = render(tmp_path, K8S, {f"{c}-values.yaml.j2": f"{c}.yaml" for c in charts}, {})
+    # Both charts deploy NFD unless told not to: each must say so explicitly, and exactly one may.
+    enabled = {c: yaml.safe_load(values[f"{c}.yaml"])["nfd"]["enabled"] for c in charts}
+    assert enabled == {"gpu-operator": True, "network-operator": False}

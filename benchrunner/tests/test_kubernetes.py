@@ -2,6 +2,10 @@
 the manifest validator on what the API server would refuse, and running an MPIJob against a fake API."""
 
 import os
+import random
+import re
+import string
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -96,6 +100,52 @@ def nad(config: str) -> dict:
             "metadata": {"name": "rdma-net", "namespace": "default"}, "spec": {"config": config}}
 
 
+# The rules as the API server and the MPI Operator v0.8.1 apply them (apimachinery's IsDNS1035Label/IsDNS1123Label;
+# the operator's validateMPIJobName), written out here independently of launchers.k8s_name_problems.
+DNS1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def run_ids() -> list[str]:
+    rng = random.Random(19)
+    alphabet = string.ascii_letters + string.digits + "._-: /"
+    made = ["20261123T101500Z-k8s", "20261123T101500Z-k8s.campaign.resnet50.64gpu.r3", "x" * 300, "9" * 70,
+            "Lab.Train_small_cnn.R1", "lab-train-small-cnn-r1", "a", "A", "0", "-a-", "a" * 63, "a" * 54, "é-run"]
+    made += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 120))) for _ in range(400)]
+    return made
+
+
+@pytest.mark.parametrize("workers", [1, 2, 10, 11, 100, 1001])
+def test_every_run_id_names_an_mpijob_whose_derived_names_are_all_valid(workers):
+    names: dict[str, str] = {}
+    for run_id in run_ids():
+        if not re.search(r"[A-Za-z0-9]", run_id):
+            with pytest.raises(ValueError, match="no letter or digit"):
+                launchers.k8s_name(run_id, workers)
+            continue
+        name = launchers.k8s_name(run_id, workers)
+        assert DNS1035.fullmatch(name), (run_id, name)
+        assert DNS1123.fullmatch(f"{name}-launcher"), (run_id, name)
+        assert DNS1035.fullmatch(f"{name}-worker-{workers - 1}"), (run_id, name)
+        assert names.setdefault(name, run_id) == run_id, f"{run_id!r} and {names[name]!r} both name {name}"
+
+
+def test_a_date_run_id_gives_an_mpijob_the_api_server_and_the_operator_accept():
+    job = launchers.Job(run_id="20261123T101500Z-k8s", output_dir="/o", ranks=4, stack="k8s", launcher="mpijob")
+    manifest = launchers.mpijob_manifest(job, image="i:1")
+    assert kubernetes.validate(manifest).startswith("kubeflow.org/v2beta1 MPIJob run-20261123t101500z-k8s-")
+    # What the old mapping gave: a Service name starting with a digit, which the API server refuses.
+    manifest["metadata"]["name"] = "20261123t101500z-k8s"
+    with pytest.raises(ValueError, match="DNS-1035"):
+        kubernetes.validate(manifest)
+
+
+def test_a_run_id_without_a_name_is_refused_before_anything_is_submitted(capsys):
+    assert cli.main(["launch", "--launcher", "mpijob", "--stack", "k8s", "--run-id", "...", "--output-dir", "/o",
+                     "--ranks", "2", "--image", "i:1", "--collect-dir", "/nonexistent"]) == 2
+    assert "no letter or digit" in capsys.readouterr().err
+
+
 def test_network_attachments_are_checked_down_to_their_cni_config():
     good = '{"cniVersion": "0.3.1", "name": "rdma-net", "type": "macvlan", "master": "ens1f0", "mode": "bridge",' \
            ' "ipam": {"type": "whereabouts", "range": "192.168.100.0/24"}}'
@@ -154,17 +204,25 @@ def test_rank_results_survive_the_trip_through_an_interleaved_log(capsys, monkey
 
 
 class FakeCluster:
-    """The two Kubernetes APIs mpijob.run uses, answering as the MPI Operator would."""
+    """The two Kubernetes APIs mpijob.run uses, answering as the MPI Operator would: outcome None is a job still
+    running (or, not acknowledged, one the operator never saw); events are (kind, name, type, reason, message)."""
 
-    def __init__(self, outcome: str, log: str):
-        self.outcome, self.log, self.calls = outcome, log, []
+    def __init__(self, outcome: str | None, log: str, events: tuple = (), acknowledged: bool = True):
+        self.outcome, self.log, self.events, self.acknowledged, self.calls = outcome, log, events, acknowledged, []
 
     def create_namespaced_custom_object(self, group, version, namespace, plural, body):
         self.calls.append(("create", group, version, plural, body["metadata"]["name"]))
 
     def get_namespaced_custom_object(self, group, version, namespace, plural, name):
-        return {"status": {"conditions": [{"type": "Created", "status": "True"},
-                                          {"type": self.outcome, "status": "True"}]}}
+        conditions = [{"type": "Created", "status": "True"}] if self.acknowledged else []
+        if self.outcome:
+            conditions.append({"type": self.outcome, "status": "True"})
+        return {"status": {"conditions": conditions}}
+
+    def list_namespaced_event(self, namespace, field_selector):
+        return SimpleNamespace(items=[
+            SimpleNamespace(type=type_, reason=reason, message=message) for kind, name, type_, reason, message
+            in self.events if field_selector == f"involvedObject.kind={kind},involvedObject.name={name}"])
 
     def list_namespaced_pod(self, namespace, label_selector):
         self.calls.append(("pods", label_selector))
@@ -201,6 +259,37 @@ def test_a_failed_mpijob_keeps_what_ranks_wrote_and_fails(tmp_path, capsys):
                       clients=(cluster, cluster), progress=lambda _: None) == 1
     assert (tmp_path / "raw" / "rank-00000.json").exists()
     assert cluster.calls[-1][0] == "delete"
+
+
+def run_briefly(cluster: FakeCluster, tmp_path: Path, **options) -> tuple[int, list[str], float]:
+    said: list[str] = []
+    start = time.monotonic()
+    code = mpijob.run(render("tcp"), run_dir=tmp_path, kubeconfig=None, timeout_s=60, poll_s=0.01,
+                      clients=(cluster, cluster), progress=said.append, **options)
+    return code, said, time.monotonic() - start
+
+
+@pytest.mark.parametrize(("kind", "reason", "message"), [
+    ("MPIJob", "ValidationError", 'Found validation errors: metadata.name: Invalid value: "9x": will not able to '
+                                  'create pod and service with invalid DNS label "9x-worker-1"'),
+    ("MPIJob", "MPIJobFailed", "worker pod created failed: pods is forbidden: exceeded quota"),
+    ("Job", "FailedCreate", "Error creating: pods is forbidden: unable to validate against any security policy"),
+])
+def test_a_job_the_operator_will_not_run_fails_at_once_with_its_message(tmp_path, kind, reason, message):
+    name = render("tcp")["metadata"]["name"]
+    involved = name if kind == "MPIJob" else f"{name}-launcher"
+    cluster = FakeCluster(None, "", events=(("MPIJob", name, "Normal", "MPIJobCreated", "created"),
+                                            (kind, involved, "Warning", reason, message)))
+    code, said, elapsed = run_briefly(cluster, tmp_path)
+    assert code == 1 and elapsed < 5
+    assert any(reason in line and message in line for line in said), said
+    assert cluster.calls[-1][0] == "delete"
+
+
+def test_an_mpijob_the_operator_never_acknowledges_fails_after_the_grace(tmp_path):
+    code, said, elapsed = run_briefly(FakeCluster(None, "", acknowledged=False), tmp_path, acknowledge_s=0.2)
+    assert code == 1 and elapsed < 5
+    assert any("not acknowledged by the MPI Operator" in line for line in said), said
 
 
 def test_launch_writes_the_validated_mpijob(tmp_path, capsys):

@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from benchrunner import launchers
+
 MPIJOB_SCHEMA = "mpijob.kubeflow.org-v2beta1.json"
 # Custom resources and configuration kinds: (apiVersion, kind) -> schema file.
 CUSTOM_SCHEMAS = {
@@ -50,6 +52,10 @@ def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_
     """Raise ValueError naming the first place the MPIJob departs from the v2beta1 API or, in its pod
     templates, from the Kubernetes API."""
     _check(MPIJOB_SCHEMA, manifest, "MPIJob (kubeflow.org/v2beta1)")
+    workers = manifest["spec"]["mpiReplicaSpecs"]["Worker"].get("replicas", 1)
+    problems = launchers.k8s_name_problems(manifest["metadata"]["name"], workers)
+    if problems:
+        raise ValueError(f"MPIJob {manifest['metadata']['name']}: " + "; ".join(problems))
     for role, replica in manifest["spec"]["mpiReplicaSpecs"].items():
         # A replica's template is a core PodTemplateSpec: checked as one, strictly.
         _builtin({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"},

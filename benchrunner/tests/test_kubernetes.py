@@ -190,17 +190,67 @@ def test_validate_manifests_command_reports_each_object(tmp_path, capsys):
     assert "bad.yaml[0]: DaemonSet x" in captured.err and "replicas" in captured.err
 
 
-def test_rank_results_survive_the_trip_through_an_interleaved_log(capsys, monkeypatch):
-    texts = {f"rank-{i:05d}.json": '{"rank": %d, "pad": "%s"}\n' % (i, "x" * 1500) for i in range(2)}
-    for name, text in texts.items():
-        logship.emit(name, text)
-    lines = capsys.readouterr().out.splitlines()
-    assert all(len(line) < 700 for line in lines)
-    # Ranks print at once: their lines arrive mixed with each other and with other output.
-    mixed = lines[::2] + ["rank 0/2 on gpu1: 100.0 images/s"] + lines[1::2]
-    assert logship.collect("\n".join(mixed)) == texts
-    with pytest.raises(ValueError, match="parts \\[2\\]"):
-        logship.collect("\n".join(line for line in lines if " 2/" not in line))
+def rank_files(ranks: int) -> dict[str, str]:
+    return {f"rank-{i:05d}.json": '{"rank": %d, "pad": "%s"}\n' % (i, "x" * (1500 + 997 * i)) for i in range(ranks)}
+
+
+def forwarded(files: dict[str, str], seed: int, read: int = 4096) -> str:
+    """The launcher's log as mpirun --tag-output writes it: each rank's output read in pieces of up to `read` bytes
+    (cut anywhere), each piece tagged as Open MPI 4.1 does (at its start and after each newline inside it), the
+    ranks' pieces interleaved; launcher lines of its own fall between pieces that end a line."""
+    rng = random.Random(seed)
+    queues = []
+    for rank, (name, text) in enumerate(files.items()):
+        out = "".join(logship.records(name, text)) + f"rank {rank}: 100.0 images/s\n"
+        cuts, pos = [], 0
+        while pos < len(out):
+            size = rng.randint(1, read)
+            cuts.append(out[pos:pos + size])
+            pos += size
+        tag = f"[1,{rank}]<stdout>:"
+        queues.append([tag + piece[:-1].replace("\n", "\n" + tag) + piece[-1] for piece in cuts])
+    log = ""
+    while any(queues):
+        queue = rng.choice([q for q in queues if q])
+        log += queue.pop(0)
+        if log.endswith("\n") and rng.random() < 0.2:
+            log += "Warning: Permanently added 'w-1' (ED25519) to the list of known hosts.\n"
+    return log
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_results_are_reassembled_from_cut_and_interleaved_output(seed):
+    files = rank_files(4)
+    log = forwarded(files, seed)
+    # The cuts did split records: read line by line, fewer records are whole than were sent.
+    sent = sum(len(logship.records(name, text)) for name, text in files.items())
+    whole = sum(bool(re.fullmatch(r"\[1,\d\]<stdout>:" + logship.MARKER + r":[^\[]*:[0-9a-f]{8}", line))
+                for line in log.splitlines())
+    assert whole < sent
+    collected = logship.collect(log)
+    assert collected.files == files and collected.incomplete == {} and collected.damaged == 0
+
+
+def test_a_log_cut_by_rotation_reports_the_missing_ranks_and_parses_nothing_wrong(tmp_path):
+    files = rank_files(4)
+    log = forwarded(files, seed=3)
+    # kubelet rotated the log: the API serves what came after some point in the middle.
+    tail = log[len(log) // 2:]
+    written, missing = mpijob.write_collected(tail, tmp_path, tmp_path / "raw", mpijob.expected_results("train", 4))
+    assert missing and all(line.startswith("rank-") or "beyond repair" in line for line in missing)
+    for path in written:
+        assert path.read_text() == files[path.name]
+    assert len(written) + sum(line.startswith("rank-") for line in missing) == 4
+
+
+def test_a_record_that_was_changed_is_refused_not_parsed():
+    files = rank_files(1)
+    lines = logship.records("rank-00000.json", files["rank-00000.json"])
+    # One base64 character changed in transit: the record's CRC no longer matches.
+    lines[1] = lines[1].replace("eHh4", "eHh5", 1)
+    collected = logship.collect("".join(lines))
+    assert collected.files == {} and collected.damaged == 1
+    assert collected.incomplete == {"rank-00000.json": f"parts [2] of {len(lines)} are not in the log"}
 
 
 class FakeCluster:
@@ -240,10 +290,13 @@ def shipped_log(capsys) -> str:
     return "Warning: Permanently added 'w-0' (ED25519)\n" + capsys.readouterr().out
 
 
+EXPECTED = ["rank-00000.json"]
+
+
 def test_a_finished_mpijob_is_collected_then_deleted(tmp_path, capsys):
     cluster = FakeCluster("Succeeded", shipped_log(capsys))
     manifest = render("tcp")
-    assert mpijob.run(manifest, run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
+    assert mpijob.run(manifest, expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
                       clients=(cluster, cluster), progress=lambda _: None) == 0
     assert (tmp_path / "raw" / "rank-00000.json").read_text() == '{"rank": 0}\n'
     assert "Permanently added" in (tmp_path / mpijob.LAUNCHER_LOG).read_text()
@@ -255,7 +308,7 @@ def test_a_finished_mpijob_is_collected_then_deleted(tmp_path, capsys):
 
 def test_a_failed_mpijob_keeps_what_ranks_wrote_and_fails(tmp_path, capsys):
     cluster = FakeCluster("Failed", shipped_log(capsys))
-    assert mpijob.run(render("tcp"), run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
+    assert mpijob.run(render("tcp"), expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
                       clients=(cluster, cluster), progress=lambda _: None) == 1
     assert (tmp_path / "raw" / "rank-00000.json").exists()
     assert cluster.calls[-1][0] == "delete"
@@ -264,7 +317,7 @@ def test_a_failed_mpijob_keeps_what_ranks_wrote_and_fails(tmp_path, capsys):
 def run_briefly(cluster: FakeCluster, tmp_path: Path, **options) -> tuple[int, list[str], float]:
     said: list[str] = []
     start = time.monotonic()
-    code = mpijob.run(render("tcp"), run_dir=tmp_path, kubeconfig=None, timeout_s=60, poll_s=0.01,
+    code = mpijob.run(render("tcp"), expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=60, poll_s=0.01,
                       clients=(cluster, cluster), progress=said.append, **options)
     return code, said, time.monotonic() - start
 

@@ -109,7 +109,8 @@ def _launch_mpijob(args: argparse.Namespace, job: launchers.Job) -> int:
         raise ValueError("running an MPIJob needs --collect-dir, the run's folder on this host")
     from benchrunner import mpijob  # noqa: PLC0415 - needs the Kubernetes client
 
-    return mpijob.run(manifest, run_dir=Path(args.collect_dir), kubeconfig=args.kubeconfig, timeout_s=args.timeout,
+    return mpijob.run(manifest, expected=mpijob.expected_results(job.program, job.ranks),
+                      run_dir=Path(args.collect_dir), kubeconfig=args.kubeconfig, timeout_s=args.timeout,
                       keep=args.keep)
 
 

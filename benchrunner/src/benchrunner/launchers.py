@@ -249,7 +249,9 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
     env = [{"name": n, "value": v} for n, v in sorted(environment.items())]
     # Containers run as root, which mpirun refuses unless told.
     # Ranks started over SSH get sshd's PATH, not the image's: PATH travels with them.
-    launch = ["mpirun", "--allow-run-as-root", "-np", str(job.ranks), "--map-by", "slot", "--bind-to", "none",
+    # --tag-output marks every piece of forwarded output with its rank, so logship can rejoin cut lines.
+    launch = ["mpirun", "--allow-run-as-root", "--tag-output", "-np", str(job.ranks), "--map-by", "slot",
+              "--bind-to", "none",
               "-x", LAUNCHED_AT_ENV, "-x", "PATH"]
     for item in env:
         launch += ["-x", item["name"]]

@@ -70,21 +70,34 @@ def wait(custom: Any, core: Any, namespace: str, name: str, *, timeout_s: float,
     return f"not finished after {timeout_s:.0f} s"
 
 
-def write_collected(log: str, run_dir: Path, raw_dir: Path) -> list[Path]:
-    """Keep the launcher's log beside the results and write each rank file it carried into raw_dir."""
+def expected_results(program: str, ranks: int) -> list[str]:
+    """The result files a run's ranks write: one per rank for training, rank 0's sweep for allreduce."""
+    if program == "allreduce":
+        return [results.SWEEP_JSON]
+    return [f"rank-{rank:05d}.json" for rank in range(ranks)]
+
+
+def write_collected(log: str, run_dir: Path, raw_dir: Path, expected: list[str]) -> tuple[list[Path], list[str]]:
+    """Keep the launcher's log beside the results and write each verified file it carried into raw_dir;
+    returns what was written and, one line each, what is missing and why."""
     results.write_atomic(run_dir / LAUNCHER_LOG, log)
+    collected = logship.collect(log)
     written = []
-    for name, text in sorted(logship.collect(log).items()):
+    for name, text in sorted(collected.files.items()):
         path = raw_dir / name
         results.write_atomic(path, text)
         written.append(path)
-    return written
+    missing = [f"{name}: {collected.incomplete.get(name, 'not in the log')}"
+               for name in expected if name not in collected.files]
+    if missing and collected.damaged:
+        missing.append(f"({collected.damaged} records in the log were cut or mixed beyond repair)")
+    return written, missing
 
 
-def run(manifest: dict[str, Any], *, run_dir: Path, kubeconfig: str | None, timeout_s: float,
+def run(manifest: dict[str, Any], *, expected: list[str], run_dir: Path, kubeconfig: str | None, timeout_s: float,
         poll_s: float = 5.0, acknowledge_s: float = ACKNOWLEDGE_S, keep: bool = False,
         clients: tuple[Any, Any] | None = None, progress: Callable[[str], None] = print) -> int:
-    """0 when the job succeeded and every rank's result was collected; 1 otherwise."""
+    """0 when the job succeeded and every expected result file was collected intact; 1 otherwise."""
     custom, core = clients or _clients(kubeconfig)
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, manifest)
@@ -97,9 +110,11 @@ def run(manifest: dict[str, Any], *, run_dir: Path, kubeconfig: str | None, time
             progress("no launcher pod to read results from")
             return 1
         log = core.read_namespaced_pod_log(pods.items[0].metadata.name, namespace)
-        written = write_collected(log, run_dir, run_dir / "raw")
+        written, missing = write_collected(log, run_dir, run_dir / "raw", expected)
         progress(f"collected {len(written)} result files from the launcher's log")
-        return 0 if outcome == "Succeeded" and written else 1
+        for line in missing:
+            progress(f"missing {line}")
+        return 0 if outcome == "Succeeded" and not missing else 1
     finally:
         if not keep:
             custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,

@@ -33,9 +33,13 @@ def golden_job(network: str) -> launchers.Job:
                          env=(("NCCL_DEBUG", "INFO"),), git_commit="0" * 40)
 
 
+PODS = launchers.PodSettings(shm_size="8Gi", worker_cpu="16", worker_memory="64Gi",
+                             rdma_resource="rdma/rdma_shared_device_a")
+
+
 def render(network: str) -> dict:
     return launchers.mpijob_manifest(golden_job(network), image="registry.example.com/hpcml/benchrunner:0.2.0-cuda",
-                                     **MODES[network])
+                                     pods=PODS, **MODES[network])
 
 
 @pytest.mark.parametrize("network", sorted(MODES))
@@ -61,6 +65,32 @@ def test_rdma_workers_get_the_hca_locked_memory_and_the_network():
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 4, "rdma/rdma_shared_device_a": 1}
     assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     assert template["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "default/rdma-net"}
+
+
+def test_an_rdma_job_takes_the_resource_name_from_the_settings_only():
+    assert launchers.mpijob_manifest(golden_job("rdma"), image="i", pods=launchers.PodSettings(
+        rdma_resource="rdma/hca_b"))["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
+        "resources"]["limits"]["rdma/hca_b"] == 1
+    with pytest.raises(ValueError, match="--rdma-resource"):
+        launchers.mpijob_manifest(golden_job("rdma"), image="i")
+
+
+@pytest.mark.parametrize("gpus", [0, 4])
+def test_pods_get_memory_backed_shm_and_workers_requests_and_a_node_each(gpus):
+    job = launchers.Job(run_id="r1", output_dir="/o", ranks=4, gpus_per_node=gpus, stack="k8s", launcher="mpijob")
+    manifest = launchers.mpijob_manifest(job, image="i", pods=PODS)
+    replicas = manifest["spec"]["mpiReplicaSpecs"]
+    for role in ("Launcher", "Worker"):
+        spec = replicas[role]["template"]["spec"]
+        assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in spec["volumes"]
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in spec["containers"][0]["volumeMounts"]
+    worker = replicas["Worker"]["template"]["spec"]
+    assert worker["containers"][0]["resources"]["requests"] == {"cpu": "16", "memory": "64Gi"}
+    (term,) = worker["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    # The labels the operator gives worker pods (training.kubeflow.org/*), this job's only, one per hostname.
+    assert term == {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {
+        "training.kubeflow.org/job-name": manifest["metadata"]["name"], "training.kubeflow.org/job-role": "worker"}}}
+    kubernetes.validate(manifest)
 
 
 def test_ipoib_over_multus_talks_on_the_secondary_interface():
@@ -350,10 +380,14 @@ def test_launch_writes_the_validated_mpijob(tmp_path, capsys):
     assert cli.main(["launch", "--launcher", "mpijob", "--stack", "k8s", "--network", "rdma", "--run-id", "r1",
                      "--output-dir", "/tmp/benchrunner/r1/raw", "--ranks", "16", "--gpus-per-node", "8",
                      "--image", "registry.example.com/b:1", "--network-attachment", "default/rdma-net",
-                     "--manifest-out", str(out), "--dry-run"]) == 0
+                     "--rdma-resource", "rdma/hca_b", "--shm-size", "2Gi", "--worker-cpu", "8",
+                     "--worker-memory", "32Gi", "--manifest-out", str(out), "--dry-run"]) == 0
     manifest = yaml.safe_load(out.read_text())
     assert manifest == yaml.safe_load(capsys.readouterr().out)
     assert manifest["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    container = manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"requests": {"cpu": "8", "memory": "32Gi"},
+                                      "limits": {"nvidia.com/gpu": 8, "rdma/hca_b": 1}}
 
 
 def test_running_an_mpijob_needs_a_folder_to_collect_into(capsys):

@@ -119,9 +119,13 @@ def test_invalid_jobs_are_explained(changes, message):
         job(**changes).validate()
 
 
+RDMA = "rdma/hca_shared"
+
+
 def mpijob(network: str, **options):
     return launchers.mpijob_manifest(job(stack="k8s", launcher="mpijob", network=network),
-                                     image="registry.local/benchrunner:1", **options)
+                                     image="registry.local/benchrunner:1",
+                                     pods=launchers.PodSettings(rdma_resource=RDMA), **options)
 
 
 @pytest.mark.parametrize("network", launchers.NETWORKS)
@@ -138,7 +142,7 @@ def test_mpijob_golden_rdma():
     assert worker["replicas"] == 2
     assert worker["template"]["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "default/rdma-net"}
     container = worker["template"]["spec"]["containers"][0]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4, launchers.RDMA_RESOURCE: 1}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4, RDMA: 1}
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     assert {"name": "NCCL_IB_DISABLE", "value": "0"} in container["env"]
 

@@ -220,7 +220,22 @@ def k8s_name(run_id: str, workers: int) -> str:
     return name
 
 
-RDMA_RESOURCE = "rdma/rdma_shared_device_a"
+@dataclass(frozen=True)
+class PodSettings:
+    """What the MPIJob's pods get from the cluster's settings (the benchrunner role passes them on)."""
+    # /dev/shm as memory-backed emptyDir: the container runtime's default is 64 MiB, too little for NCCL and
+    # TensorFlow's shared-memory transports.
+    shm_size: str = "1Gi"
+    worker_cpu: str = "1"
+    worker_memory: str = "2Gi"
+    # The RDMA shared device plugin's resource, as the plugin's config names it (rdma/<resourceName>); the
+    # kubernetes role's kubernetes_rdma_resource_name. No default: a wrong name leaves workers Pending.
+    rdma_resource: str | None = None
+
+
+# The labels the MPI Operator (v2) puts on the pods it makes (pkg/apis/kubeflow/v2beta1/constants.go).
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 # Multus names a pod's first secondary interface net1; IPoIB traffic leaves through it.
 SECONDARY_IFNAME = "net1"
 # Where the MPI Operator mounts the SSH keys it makes; sshd in the worker reads them there.
@@ -228,21 +243,24 @@ SSH_AUTH_MOUNT = "/root/.ssh"
 
 
 def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network_attachment: str | None = None,
-                    rdma_resource: str = RDMA_RESOURCE, results_claim: str | None = None,
+                    pods: PodSettings = PodSettings(), results_claim: str | None = None,
                     runtime_class: str | None = None) -> dict[str, Any]:
     """A kubeflow.org/v2beta1 MPIJob: one launcher pod running mpirun over SSH, one worker pod (sshd) per node,
     each worker with the node's GPUs (slots = GPUs per node), and for RDMA the HCA resource and locked memory."""
+    if job.network == "rdma" and not pods.rdma_resource:
+        raise ValueError("an RDMA MPIJob needs the RDMA device plugin's resource name (--rdma-resource, e.g. "
+                         "rdma/rdma_shared_device_a: the kubernetes role's kubernetes_rdma_resource_name)")
     name = k8s_name(job.run_id, job.nodes)
     labels = {"app.kubernetes.io/name": "benchrunner", "app.kubernetes.io/instance": name}
     environment = job.environment()
     if network_attachment and job.network == "ipoib":
         environment["NCCL_SOCKET_IFNAME"] = SECONDARY_IFNAME
-    volumes: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": pods.shm_size}}]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     if results_claim:
         # Ranks write where the launcher and the collector can read: a shared (ReadWriteMany) claim.
-        volumes = [{"name": "results", "persistentVolumeClaim": {"claimName": results_claim}}]
-        mounts = [{"name": "results", "mountPath": job.output_dir}]
+        volumes.append({"name": "results", "persistentVolumeClaim": {"claimName": results_claim}})
+        mounts.append({"name": "results", "mountPath": job.output_dir})
     else:
         # No shared volume: every rank's result also travels in the launcher's log (benchrunner.logship).
         environment[results.STDOUT_ENV] = "1"
@@ -272,16 +290,21 @@ def mpijob_manifest(job: Job, *, image: str, namespace: str = "default", network
         # own host keys (images often ship none).
         "command": ["/bin/sh", "-c", "ssh-keygen -A >/dev/null && exec /usr/sbin/sshd -De"],
         "env": env, "volumeMounts": mounts,
-        "resources": {"limits": limits} if limits else {},
+        "resources": {"requests": {"cpu": pods.worker_cpu, "memory": pods.worker_memory}, "limits": limits},
     }
     worker_meta: dict[str, Any] = {"labels": dict(labels)}
     if job.network == "rdma":
-        limits[rdma_resource] = 1
+        limits[pods.rdma_resource] = 1
         # Registering memory with the HCA needs locked pages.
         worker_container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     if network_attachment:
         worker_meta["annotations"] = {"k8s.v1.cni.cncf.io/networks": network_attachment}
-    worker_spec: dict[str, Any] = {"containers": [worker_container], "volumes": volumes}
+    # One worker per node (Job.nodes counts them): the scheduler never puts two on one node, which nothing else
+    # prevents on CPU runs. The labels are the ones the operator puts on worker pods.
+    worker_spec: dict[str, Any] = {"containers": [worker_container], "volumes": volumes, "affinity": {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {JOB_NAME_LABEL: name, JOB_ROLE_LABEL: "worker"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}}
     if runtime_class:
         worker_spec["runtimeClassName"] = runtime_class
     return {

@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchrunner import logship, results
+from benchrunner.launchers import JOB_NAME_LABEL, JOB_ROLE_LABEL
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
-# The labels the MPI Operator (v2) puts on the pods it makes.
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 LAUNCHER_LOG = "launcher.log"
 # Warnings after which the MPI Operator (v0.8.1, pkg/controller/mpi_job_controller.go) will not start the job by
 # itself: the MPIJob failed its validation (not retried), a Service, pod, Secret or ConfigMap of that name belongs to

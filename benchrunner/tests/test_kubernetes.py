@@ -117,6 +117,23 @@ def test_results_travel_in_the_log_unless_a_shared_claim_is_given():
     (lambda m: worker(m)["spec"].update(runtimeClassName=7), "runtimeClassName"),
     (lambda m: m["spec"]["runPolicy"].update(cleanPodPolicy="Sometimes"), "cleanPodPolicy"),
     (lambda m: m["spec"].update(mpiImplementation="LAM"), "mpiImplementation"),
+    # mpi-operator v0.8.1's own validation (pkg/apis/kubeflow/validation/validation.go), stricter than its CRD.
+    (lambda m: m["spec"]["mpiReplicaSpecs"]["Worker"].update(restartPolicy="Always"), "restartPolicy"),
+    (lambda m: m["spec"]["mpiReplicaSpecs"]["Launcher"].update(restartPolicy="ExitCode"), "restartPolicy"),
+    (lambda m: m["spec"]["mpiReplicaSpecs"]["Worker"].update(replicas=0), "replicas"),
+    (lambda m: m["spec"]["mpiReplicaSpecs"]["Launcher"].update(replicas=2), "replicas"),
+    (lambda m: m["spec"]["mpiReplicaSpecs"]["Worker"].pop("replicas"), "replicas"),
+    # Resource names and extended resources as the API server checks them.
+    (lambda m: worker(m)["spec"]["containers"][0]["resources"]["limits"].update(rdma_shared_device_a=1),
+     "'rdma_shared_device_a' is neither a standard resource"),
+    (lambda m: worker(m)["spec"]["containers"][0]["resources"]["limits"].update({"Nvidia.com/gpu": 1}),
+     "is not a qualified name"),
+    (lambda m: worker(m)["spec"]["containers"][0]["resources"]["limits"].update({"rdma/": 1}),
+     "is not a qualified name"),
+    (lambda m: worker(m)["spec"]["containers"][0]["resources"]["requests"].update({"rdma/other": 1}),
+     "without a limit"),
+    (lambda m: worker(m)["spec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": "0.5"}),
+     "whole number"),
 ])
 def test_validation_refuses_what_the_api_server_would(change, message):
     manifest = render("rdma")
@@ -192,6 +209,16 @@ def test_the_rdma_plugin_config_is_checked():
                                          ' "selectors": {}}]}'}}
     with pytest.raises(ValueError, match="selectors"):
         kubernetes.validate(configmap)
+
+
+def test_resource_names_of_built_in_workloads_are_checked_too():
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"limits": {"rdma/hca_a": 1}}}]}}}}
+    assert kubernetes.validate(daemonset) == "apps/v1 DaemonSet d"
+    daemonset["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {"hca_a": 1}
+    with pytest.raises(ValueError, match="'hca_a' is neither"):
+        kubernetes.validate(daemonset)
 
 
 def test_strict_mode_refuses_unknown_fields_of_built_in_kinds():

@@ -176,3 +176,33 @@ def test_mpijobs_ask_for_the_rdma_resource_the_device_plugin_advertises(tmp_path
     args = yaml.safe_load(out)
     assert args[args.index("--rdma-resource") + 1] == "rdma/hca_x"
     assert {"--shm-size", "--worker-cpu", "--worker-memory"} <= set(args)
+
+
+def preflight(tmp_path: Path, extra: dict) -> subprocess.CompletedProcess:
+    playbook = tmp_path / "preflight.yml"
+    playbook.write_text(json.dumps([{
+        "hosts": "localhost", "gather_facts": False,
+        "vars_files": [str(K8S / "defaults" / "main.yml"), str(K8S / "vars" / "main.yml")],
+        "tasks": [{"ansible.builtin.import_tasks": str(K8S / "tasks" / "00-preflight.yml")}],
+    }]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(extra),
+                           str(playbook)], cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(("network", "refused"), [
+    ({"type": "ipoib", "master": "ib0", "ipam": {"type": "host-local", "subnet": "192.168.100.0/24"}}, "ipoib"),
+    ({"type": "macvlan", "master": "ens1f0", "ipam": {"type": "whereabouts", "range": "192.168.100.0/24"}},
+     "whereabouts"),
+    ({"type": "ipvlan", "master": "ib0", "ipam": {"type": "host-local", "subnet": "192.168.100.0/24"}}, None),
+])
+def test_preflight_refuses_networks_whose_plugins_the_role_does_not_install(tmp_path, network, refused):
+    networks = {"kubernetes_secondary_networks": [{"name": "rdma-net", **network}]}
+    run = preflight(tmp_path, networks)
+    if refused is None:
+        assert run.returncode == 0, run.stdout[-2000:]
+        return
+    assert run.returncode != 0 and f"uses {refused}, which this role does not install" in run.stdout, run.stdout[-2000:]
+    # Said installed, the same network passes.
+    assert preflight(tmp_path, {**networks, "kubernetes_cni_plugins_installed": [refused]}).returncode == 0

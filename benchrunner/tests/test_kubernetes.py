@@ -272,6 +272,9 @@ def forwarded(files: dict[str, str], seed: int, read: int = 4096) -> str:
         log += queue.pop(0)
         if log.endswith("\n") and rng.random() < 0.2:
             log += "Warning: Permanently added 'w-1' (ED25519) to the list of known hosts.\n"
+        if rng.random() < 0.2:
+            # The same rank's stderr, tagged apart, may come between two pieces of its stdout.
+            log += f"[1,{rng.randrange(len(files))}]<stderr>:2026-01-01 W tensorflow: a warning\n"
     return log
 
 

@@ -23,7 +23,7 @@ MARKER = "BENCHRUNNER-RESULT:2"
 # Base64 per record: records of a few hundred bytes lose little when one is cut by rotation.
 CHUNK = 600
 # Open MPI's output tag (orte/mca/iof/base/iof_base_output.c in 4.1; PRRTE's in 5.x adds a space).
-_TAG = re.compile(r"\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>: ?")
+_TAG = re.compile(r"(?P<source>\[\d+,\d+\]<(?:stdout|stderr)>): ?")
 _RECORD = re.compile(rf"{MARKER}:(?P<body>(?P<name>[A-Za-z0-9._-]+):(?P<index>\d+)/(?P<total>\d+):"
                      r"(?P<sha>[0-9a-f]{64}):(?P<data>[A-Za-z0-9+/=]*)):(?P<crc>[0-9a-f]{8})$")
 
@@ -48,14 +48,15 @@ def emit(name: str, text: str) -> None:
 
 
 def streams(log: str) -> dict[str | None, str]:
-    """Each rank's own output, from a log of tagged pieces (None: what came untagged, e.g. a log without tags)."""
+    """Each rank's own stdout and stderr, from a log of tagged pieces (None: what came untagged, e.g. a log without
+    tags)."""
     pieces: dict[str | None, list[str]] = defaultdict(list)
-    rank: str | None = None
+    source: str | None = None
     position = 0
     for tag in _TAG.finditer(log):
-        pieces[rank].append(log[position:tag.start()])
-        rank, position = tag["rank"], tag.end()
-    pieces[rank].append(log[position:])
+        pieces[source].append(log[position:tag.start()])
+        source, position = tag["source"], tag.end()
+    pieces[source].append(log[position:])
     return {key: "".join(parts) for key, parts in pieces.items()}
 
 

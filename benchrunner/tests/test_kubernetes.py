@@ -426,6 +426,13 @@ def test_running_an_mpijob_needs_a_folder_to_collect_into(capsys):
     assert "--collect-dir" in capsys.readouterr().err
 
 
+def test_the_image_sshd_accepts_keys_from_the_operators_secret_mount():
+    # The operator mounts its key Secret at sshAuthMountPath, a kubelet volume directory that sshd's StrictModes
+    # refuses; the image turns the check off in a drop-in that sshd_config's Include reads first.
+    containerfile = (Path(__file__).parents[1] / "Containerfile").read_text()
+    assert "printf 'StrictModes no\\n' > /etc/ssh/sshd_config.d/" in containerfile
+
+
 class _Indented(yaml.SafeDumper):
     """Block sequences indented under their key, as yamllint wants them."""
 

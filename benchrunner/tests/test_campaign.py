@@ -126,7 +126,8 @@ def test_every_kubernetes_point_gets_a_valid_mpijob(tmp_path, capsys):
 
     path = tmp_path / "study.yml"
     path.write_text(yaml.safe_dump({**LAB, "stacks": ["slurm", "k8s"], "network": "rdma", "gpus": [4, 8],
-                                    "gpus_per_node": 4, "repeats": 2}))
+                                    "gpus_per_node": 4, "repeats": 2,
+                                    "extra_vars": {"benchrunner_rdma_resource": "rdma/hca_shared"}}))
     out = tmp_path / "mpijobs"
     assert cli.main(["campaign", str(path), "--mpijobs", str(out), "--image", "registry.example.com/b:1",
                      "--network-attachment", "default/rdma-net"]) == 0

@@ -1,4 +1,5 @@
 import os
+import re
 import shlex
 
 import pytest
@@ -119,9 +120,13 @@ def test_invalid_jobs_are_explained(changes, message):
         job(**changes).validate()
 
 
+RDMA = "rdma/hca_shared"
+
+
 def mpijob(network: str, **options):
     return launchers.mpijob_manifest(job(stack="k8s", launcher="mpijob", network=network),
-                                     image="registry.local/benchrunner:1", **options)
+                                     image="registry.local/benchrunner:1",
+                                     pods=launchers.PodSettings(rdma_resource=RDMA), **options)
 
 
 @pytest.mark.parametrize("network", launchers.NETWORKS)
@@ -132,13 +137,13 @@ def test_mpijob_for_every_network_mode_validates_against_the_v2beta1_schema(netw
 def test_mpijob_golden_rdma():
     manifest = mpijob("rdma", network_attachment="default/rdma-net")
     spec = manifest["spec"]
-    assert manifest["metadata"]["name"] == "camp-train-resnet50-r1"
+    assert manifest["metadata"]["name"] == launchers.k8s_name("camp.train-resnet50.r1", 2)
     assert (spec["slotsPerWorker"], spec["mpiImplementation"], spec["runPolicy"]["cleanPodPolicy"]) == (4, "OpenMPI", "Running")
     worker = spec["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
     assert worker["template"]["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "default/rdma-net"}
     container = worker["template"]["spec"]["containers"][0]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4, launchers.RDMA_RESOURCE: 1}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4, RDMA: 1}
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     assert {"name": "NCCL_IB_DISABLE", "value": "0"} in container["env"]
 
@@ -166,9 +171,11 @@ def test_the_schema_catches_what_the_api_server_would_refuse(path, value, where)
         kubernetes.validate_mpijob(manifest)
 
 
-def test_k8s_names_are_dns_labels():
-    assert launchers.k8s_name("Lab.Train_small_cnn.R1") == "lab-train-small-cnn-r1"
-    assert len(launchers.k8s_name("x" * 100)) == 63
+def test_k8s_names_are_kept_when_valid_and_made_valid_otherwise():
+    assert launchers.k8s_name("lab-train-r1", 2) == "lab-train-r1"
+    name = launchers.k8s_name("Lab.Train_small_cnn.R1", 2)
+    assert re.fullmatch(r"lab-train-small-cnn-r1-[0-9a-f]{8}", name)
+    assert re.fullmatch(r"run-20261123t101500z-k8s-[0-9a-f]{8}", launchers.k8s_name("20261123T101500Z-k8s", 2))
 
 
 def test_launch_dry_run_prints_what_it_would_start(capsys):

@@ -6,6 +6,7 @@ as a stack-k8s run. What Kubernetes itself does (scheduling, device plugins, the
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +16,19 @@ from lab import PROJECT
 
 IMAGE = "localhost/hpcml-benchrunner:cpu"
 NETWORK = "hpcml-mpijob-emu"
-WORKERS = ["emu-worker-0", "emu-worker-1"]
+NAMESPACE = "default"
+# Fixed addresses stand in for the cluster DNS that resolves <pod>.<job>.<ns>.svc through the job's Service.
+SUBNET = "10.89.77"
 LIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
+# Played as mpi-operator v0.8.1 does it, read from kubeflow/mpi-operator at v0.8.1,
+# pkg/controller/mpi_job_controller.go (newSSHAuthSecret, setupSSHOnPod, newConfigMap, newWorker,
+# newLauncherPodTemplate, the ompiEnvVars) and pkg/apis/kubeflow/v2beta1/constants.go.
+# The Secret <job>-ssh, type kubernetes.io/ssh-auth: ssh-privatekey (ECDSA P-521, PEM "EC PRIVATE KEY") and
+# ssh-publickey (authorized_keys format), mounted at sshAuthMountPath in the launcher and every worker with these
+# items, defaultMode 0600 because the path is /root/.ssh.
+SSH_ITEMS = {"id_rsa": "ssh-privatekey", "id_rsa.pub": "ssh-publickey", "authorized_keys": "ssh-publickey"}
+# The ConfigMap <job>-config, mounted in the launcher only at /etc/mpi: hostfile 0444, discover_hosts.sh 0555.
+CONFIG_MOUNT = "/etc/mpi"
 
 
 def podman(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -30,57 +42,100 @@ def image():
     return IMAGE
 
 
+def worker_names(job: str, workers: int) -> list[str]:
+    return [f"{job}-worker-{i}" for i in range(workers)]
+
+
+def fqdn(host: str, job: str) -> str:
+    """Pods get hostname <pod> and subdomain <job> (the job's headless Service): <pod>.<job>.<ns>.svc."""
+    return f"{host}.{job}.{NAMESPACE}.svc"
+
+
+def secret_volume(directory: Path, files: dict[str, str], mode: int) -> Path:
+    """A directory laid out as kubelet writes a Secret or ConfigMap volume: the files in a timestamped folder
+    reached through ..data, each item a link to ..data/<item>, the directory itself world-writable with the
+    sticky bit (what sshd's StrictModes would refuse)."""
+    stamp = directory / "..2026_01_01_00_00_00.000000000"
+    stamp.mkdir(parents=True)
+    for item, text in files.items():
+        (stamp / item).write_text(text)
+        (stamp / item).chmod(mode)
+        (directory / item).symlink_to(f"..data/{item}")
+    (directory / "..data").symlink_to(stamp.name)
+    directory.chmod(0o1777)
+    return directory
+
+
 @pytest.fixture
 def operator_wiring(tmp_path):
-    """What the MPI Operator gives the pods: one SSH key pair mounted in every pod, a hostfile in the launcher."""
-    ssh = tmp_path / "ssh"
-    ssh.mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / "id_ed25519")], check=True)
-    (ssh / "authorized_keys").write_text((ssh / "id_ed25519.pub").read_text())
-    for key in ssh.iterdir():
-        key.chmod(0o600)
-    hostfile = tmp_path / "hostfile"
-    hostfile.write_text("".join(f"{w} slots=1\n" for w in WORKERS))
-    remove_pods()
-    podman("network", "create", NETWORK)
-    yield ssh, hostfile
+    """The -ssh Secret's volume, and a place for the -config ConfigMap's."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-b", "521", "-m", "PEM", "-N", "", "-f",
+                    str(tmp_path / "key")], check=True)
+    keys = {"ssh-privatekey": (tmp_path / "key").read_text(), "ssh-publickey": (tmp_path / "key.pub").read_text()}
+    ssh = secret_volume(tmp_path / "ssh", {item: keys[key] for item, key in SSH_ITEMS.items()}, 0o600)
+    yield ssh, tmp_path
     remove_pods()
 
 
 def remove_pods() -> None:
     """One by one (a missing name must not keep the others), and whatever an interrupted run left."""
-    for name in [*WORKERS, "emu-launcher"]:
+    names = podman("ps", "--all", "--format", "{{.Names}}", "--filter", "label=hpcml-e2e=mpijob", check=False)
+    for name in names.stdout.split():
         podman("rm", "--force", "--ignore", name)
     podman("network", "rm", "--force", NETWORK, check=False)
 
 
-def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(image, operator_wiring, tmp_path):
-    ssh, hostfile = operator_wiring
+def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(image, operator_wiring):
+    ssh, tmp_path = operator_wiring
     job = launchers.Job(run_id="e2e-mpijob-image", output_dir="/tmp/benchrunner/e2e-mpijob-image/raw", ranks=2,
                         stack="k8s", launcher="mpijob", network="overlay",
                         workload=Workload(image_size=32, batch_size=16, warmup_steps=2, measured_steps=5))
     manifest = launchers.mpijob_manifest(job, image=image)
-    specs = manifest["spec"]["mpiReplicaSpecs"]
+    name, spec = manifest["metadata"]["name"], manifest["spec"]
+    specs = spec["mpiReplicaSpecs"]
+    workers = worker_names(name, specs["Worker"]["replicas"])
+    slots = spec["slotsPerWorker"]
+    # newConfigMap: one line per worker, by FQDN, with slotsPerWorker; discover_hosts.sh lists the running ones.
+    config = secret_volume(tmp_path / "config", {
+        "hostfile": "".join(f"{fqdn(w, name)} slots={slots}\n" for w in workers),
+        "discover_hosts.sh": "#!/bin/sh\n" + "".join(f"echo {fqdn(w, name)}\n" for w in workers)}, 0o444)
+    (config / "..data" / "discover_hosts.sh").chmod(0o555)
+    shm = specs["Worker"]["template"]["spec"]["volumes"][0]["emptyDir"]["sizeLimit"]
+    addresses = {host: f"{SUBNET}.{10 + i}" for i, host in enumerate([f"{name}-launcher", *workers])}
+    hosts = [f"--add-host={fqdn(host, name)}:{ip}" for host, ip in addresses.items()]
+    common = ["--network", NETWORK, "--label", "hpcml-e2e=mpijob", *LIMITS, *hosts,
+              "--shm-size", shm.removesuffix("i").lower(), "-v", f"{ssh}:{spec['sshAuthMountPath']}:ro,Z"]
+    remove_pods()
+    podman("network", "create", "--subnet", f"{SUBNET}.0/24", NETWORK)
     worker = specs["Worker"]["template"]["spec"]["containers"][0]
-    for name in WORKERS:
-        podman("run", "-d", "--rm", "--name", name, "--hostname", name, "--network", NETWORK, *LIMITS,
-               "-v", f"{ssh}:/root/.ssh:Z", "--entrypoint", worker["command"][0], image, *worker["command"][1:])
+    for host in workers:
+        env = [f"{e['name']}={e['value']}" for e in worker["env"]] + ["K_MPI_JOB_ROLE=worker"]
+        podman("run", "-d", "--rm", "--name", host, "--hostname", host, "--ip", addresses[host], *common,
+               *[arg for item in env for arg in ("-e", item)],
+               "--entrypoint", worker["command"][0], image, *worker["command"][1:])
+    # WaitForWorkersReady: the launcher is created once every worker pod is Ready; with no readiness probe that is
+    # its container running, not sshd listening (hence ConnectionAttempts=10 below).
+    for host in workers:
+        assert podman("inspect", "--format", "{{.State.Running}}", host).stdout.strip() == "true"
     launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
     env = [f"{e['name']}={e['value']}" for e in launcher["env"]]
-    env += ["OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile", "OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10"]
-    run = podman("run", "--rm", "--name", "emu-launcher", "--network", NETWORK, *LIMITS,
-                 "-v", f"{ssh}:/root/.ssh:Z", "-v", f"{hostfile}:/etc/mpi/hostfile:Z",
+    env += ["K_MPI_JOB_ROLE=launcher", "OMPI_MCA_orte_keep_fqdn_hostnames=true",
+            f"OMPI_MCA_orte_default_hostfile={CONFIG_MOUNT}/hostfile", "OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10",
+            f"OMPI_MCA_orte_set_default_slots={slots}", "NVIDIA_VISIBLE_DEVICES=", "NVIDIA_DRIVER_CAPABILITIES="]
+    run = podman("run", "--rm", "--name", f"{name}-launcher", "--hostname", f"{name}-launcher",
+                 "--ip", addresses[f"{name}-launcher"], *common, "-v", f"{config}:{CONFIG_MOUNT}:ro,Z",
                  *[arg for item in env for arg in ("-e", item)],
                  "--entrypoint", launcher["command"][0], image, *launcher["command"][1:], check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     run_dir = tmp_path / job.run_id
-    written = mpijob.write_collected(run.stdout + run.stderr, run_dir, run_dir / "raw")
-    assert sorted(p.name for p in written) == ["rank-00000.json", "rank-00001.json"]
+    written, missing = mpijob.write_collected(run.stdout + run.stderr, run_dir, run_dir / "raw",
+                                              mpijob.expected_results(job.program, job.ranks))
+    assert missing == [] and sorted(p.name for p in written) == ["rank-00000.json", "rank-00001.json"]
     document = summary.write(run_dir)
     assert document["sanity"]["passed"], document["sanity"]
     assert (document["ranks"], document["stack"], document["launcher"], document["network"]) == (2, "k8s", "mpijob",
                                                                                                  "overlay")
-    assert document["hosts"] == WORKERS
+    assert document["hosts"] == workers
     assert document["versions"]["tensorflow"] == "2.15.1" and document["versions"]["horovod"] == "0.28.1"
     results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON)
     assert (run_dir / mpijob.LAUNCHER_LOG).read_text().count(" images/s") == 2

@@ -119,3 +119,90 @@ def test_containerd_without_the_toolkit_or_as_a_runtime_class(tmp_path):
     classed = containerd_config(tmp_path, "1.6.20", nvidia=True, default=False)
     runtimes = classed["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
     assert runtimes["default_runtime_name"] == "runc" and "nvidia" in runtimes["runtimes"]
+
+
+def k8s_tasks(tasks: list) -> list[dict]:
+    """Every kubernetes.core.k8s task, blocks included."""
+    found = []
+    for task in tasks or []:
+        for key in ("block", "rescue", "always"):
+            found += k8s_tasks(task.get(key, []))
+        found += [task[m] for m in ("kubernetes.core.k8s", "k8s") if m in task]
+    return found
+
+
+def test_every_apply_is_server_side_with_one_field_manager():
+    # Client-side apply copies each object into the last-applied-configuration annotation, which may hold at most
+    # 262,144 bytes (apimachinery's TotalAnnotationSizeLimitB); the MPIJob CRD alone is over it. The rule: no
+    # apply task of the project is client-side.
+    applies = [args for path in sorted(PROJECT.glob("roles/*/tasks/*.yml"))
+               for args in k8s_tasks(yaml.safe_load(path.read_text()))
+               if args.get("state", "present") == "present"]
+    assert len(applies) >= 2
+    for args in applies:
+        assert args.get("apply") is True and args.get("server_side_apply") == "{{ _kubernetes_server_side_apply }}", args
+    settings = yaml.safe_load((K8S / "vars" / "main.yml").read_text())["_kubernetes_server_side_apply"]
+    assert settings["field_manager"] and settings["force_conflicts"] is True
+
+
+def test_the_mpi_operator_controller_and_crd_are_one_release(tmp_path, cluster):
+    release = yaml.safe_load((K8S / "defaults" / "main.yml").read_text())["kubernetes_mpi_operator_version"]
+    assert release == "v0.8.1"
+    (tmp_path / "pins.j2").write_text("{{ kubernetes_mpi_operator_crd_url }}\n{{ kubernetes_mpi_operator_image }}\n")
+    url, image = render(tmp_path, K8S, {str(tmp_path / "pins.j2"): "pins"}, {})["pins"].split()
+    assert url == ("https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.1/manifests/base/"
+                   "kubeflow.org_mpijobs.yaml")
+    assert image == "mpioperator/mpi-operator:0.8.1"
+    deployment = next(d for d in docs(cluster, "40-mpi-operator") if d["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+def test_node_feature_discovery_is_deployed_once(tmp_path):
+    charts = ("gpu-operator", "network-operator")
+    values = render(tmp_path, K8S, {f"{c}-values.yaml.j2": f"{c}.yaml" for c in charts}, {})
+    # Both charts deploy NFD unless told not to: each must say so explicitly, and exactly one may.
+    enabled = {c: yaml.safe_load(values[f"{c}.yaml"])["nfd"]["enabled"] for c in charts}
+    assert enabled == {"gpu-operator": True, "network-operator": False}
+
+
+def test_mpijobs_ask_for_the_rdma_resource_the_device_plugin_advertises(tmp_path):
+    # The benchrunner role's launch arguments, with the kubernetes role's settings in scope as in site.yml.
+    settings = {**yaml.safe_load((K8S / "defaults" / "main.yml").read_text()), "kubernetes_rdma_resource_name": "hca_x",
+                "benchrunner_launcher": "mpijob", "benchrunner_stack": "k8s", "benchrunner_network": "rdma",
+                "_benchrunner_rank_count": 8, "_benchrunner_hosts": [], "_benchrunner_run": "r1",
+                "_benchrunner_pod_results_dir": "/results", "_benchrunner_git_commit": "", "_benchrunner_workload": {}}
+    role = PROJECT / "roles" / "benchrunner"
+    out = render(tmp_path, role, {"launch-args.yml.j2": "args.yml"}, settings)["args.yml"]
+    args = yaml.safe_load(out)
+    assert args[args.index("--rdma-resource") + 1] == "rdma/hca_x"
+    assert {"--shm-size", "--worker-cpu", "--worker-memory"} <= set(args)
+
+
+def preflight(tmp_path: Path, extra: dict) -> subprocess.CompletedProcess:
+    playbook = tmp_path / "preflight.yml"
+    playbook.write_text(json.dumps([{
+        "hosts": "localhost", "gather_facts": False,
+        "vars_files": [str(K8S / "defaults" / "main.yml"), str(K8S / "vars" / "main.yml")],
+        "tasks": [{"ansible.builtin.import_tasks": str(K8S / "tasks" / "00-preflight.yml")}],
+    }]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(extra),
+                           str(playbook)], cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(("network", "refused"), [
+    ({"type": "ipoib", "master": "ib0", "ipam": {"type": "host-local", "subnet": "192.168.100.0/24"}}, "ipoib"),
+    ({"type": "macvlan", "master": "ens1f0", "ipam": {"type": "whereabouts", "range": "192.168.100.0/24"}},
+     "whereabouts"),
+    ({"type": "ipvlan", "master": "ib0", "ipam": {"type": "host-local", "subnet": "192.168.100.0/24"}}, None),
+])
+def test_preflight_refuses_networks_whose_plugins_the_role_does_not_install(tmp_path, network, refused):
+    networks = {"kubernetes_secondary_networks": [{"name": "rdma-net", **network}]}
+    run = preflight(tmp_path, networks)
+    if refused is None:
+        assert run.returncode == 0, run.stdout[-2000:]
+        return
+    assert run.returncode != 0 and f"uses {refused}, which this role does not install" in run.stdout, run.stdout[-2000:]
+    # Said installed, the same network passes.
+    assert preflight(tmp_path, {**networks, "kubernetes_cni_plugins_installed": [refused]}).returncode == 0

@@ -242,11 +242,12 @@ def job(run_: Run, campaign: dict[str, Any], output_dir: str) -> launchers.Job:
 
 
 def mpijobs(campaign: dict[str, Any], *, image: str, namespace: str = "default",
-            network_attachment: str | None = None, runtime_class: str | None = None) -> dict[str, dict[str, Any]]:
+            network_attachment: str | None = None, runtime_class: str | None = None,
+            pods: launchers.PodSettings = launchers.PodSettings()) -> dict[str, dict[str, Any]]:
     """The MPIJob of every Kubernetes run of the campaign, by run id (each validated by the caller)."""
     return {run_.run_id: launchers.mpijob_manifest(
                 job(run_, campaign, f"/tmp/benchrunner/{run_.run_id}/raw"), image=image, namespace=namespace,
-                network_attachment=network_attachment, runtime_class=runtime_class)
+                network_attachment=network_attachment, runtime_class=runtime_class, pods=pods)
             for run_ in plan(campaign) if run_.point["launcher"] == "mpijob"}
 
 

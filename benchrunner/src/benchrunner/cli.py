@@ -104,7 +104,9 @@ def _job(args: argparse.Namespace) -> launchers.Job:
 
 def _launch_mpijob(args: argparse.Namespace, job: launchers.Job) -> int:
     """Render and validate the MPIJob; then print it (--dry-run) or run it and collect its results."""
-    manifest = launchers.mpijob_manifest(job, image=args.image, namespace=args.namespace,
+    pods = launchers.PodSettings(shm_size=args.shm_size, worker_cpu=args.worker_cpu, worker_memory=args.worker_memory,
+                                 rdma_resource=args.rdma_resource)
+    manifest = launchers.mpijob_manifest(job, image=args.image, namespace=args.namespace, pods=pods,
                                          network_attachment=args.network_attachment,
                                          results_claim=args.results_claim, runtime_class=args.runtime_class)
     kubernetes.validate(manifest, args.kubernetes_version)
@@ -118,7 +120,8 @@ def _launch_mpijob(args: argparse.Namespace, job: launchers.Job) -> int:
         raise ValueError("running an MPIJob needs --collect-dir, the run's folder on this host")
     from benchrunner import mpijob  # noqa: PLC0415 - needs the Kubernetes client
 
-    return mpijob.run(manifest, run_dir=Path(args.collect_dir), kubeconfig=args.kubeconfig, timeout_s=args.timeout,
+    return mpijob.run(manifest, expected=mpijob.expected_results(job.program, job.ranks),
+                      run_dir=Path(args.collect_dir), kubeconfig=args.kubeconfig, timeout_s=args.timeout,
                       keep=args.keep)
 
 
@@ -221,7 +224,11 @@ def _write_mpijobs(args: argparse.Namespace, document: dict[str, Any]) -> int:
     manifests = campaign.mpijobs(document, image=args.image or extra.get("benchrunner_image", "benchrunner:latest"),
                                  namespace=args.namespace or extra.get("benchrunner_namespace", "default"),
                                  network_attachment=args.network_attachment or extra.get("benchrunner_network_attachment"),
-                                 runtime_class=args.runtime_class or extra.get("benchrunner_runtime_class"))
+                                 runtime_class=args.runtime_class or extra.get("benchrunner_runtime_class"),
+                                 pods=launchers.PodSettings(**{
+                                     key: extra[f"benchrunner_{key}"] for key in ("shm_size", "worker_cpu",
+                                                                                  "worker_memory", "rdma_resource")
+                                     if extra.get(f"benchrunner_{key}")}))
     if not manifests:
         raise ValueError(f"campaign {document['name']} has no Kubernetes runs (stacks: {document.get('stacks')})")
     out = Path(args.mpijobs)
@@ -396,6 +403,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--network-attachment", help="Multus network for MPIJob workers")
     group.add_argument("--results-claim", help="ReadWriteMany PVC the MPIJob's ranks write results to "
                        "(default: none; results travel in the launcher's log)")
+    group.add_argument("--shm-size", default=launchers.PodSettings.shm_size,
+                       help="size of the MPIJob pods' memory-backed /dev/shm")
+    group.add_argument("--worker-cpu", default=launchers.PodSettings.worker_cpu, help="CPU each MPIJob worker requests")
+    group.add_argument("--worker-memory", default=launchers.PodSettings.worker_memory,
+                       help="memory each MPIJob worker requests")
+    group.add_argument("--rdma-resource", help="the RDMA device plugin's resource (e.g. rdma/rdma_shared_device_a), "
+                       "needed for --network rdma")
     group.add_argument("--runtime-class", help="RuntimeClass of the MPIJob's workers (nvidia where it is not "
                        "containerd's default runtime)")
     group.add_argument("--kubernetes-version", default=kubernetes.DEFAULT_KUBERNETES_VERSION,

@@ -8,6 +8,7 @@ JSON schemas written from their documented API fields.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from functools import cache
 from importlib import resources
@@ -16,6 +17,8 @@ from typing import Any
 
 import jsonschema
 import yaml
+
+from benchrunner import launchers
 
 MPIJOB_SCHEMA = "mpijob.kubeflow.org-v2beta1.json"
 # Custom resources and configuration kinds: (apiVersion, kind) -> schema file.
@@ -50,10 +53,56 @@ def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_
     """Raise ValueError naming the first place the MPIJob departs from the v2beta1 API or, in its pod
     templates, from the Kubernetes API."""
     _check(MPIJOB_SCHEMA, manifest, "MPIJob (kubeflow.org/v2beta1)")
+    workers = manifest["spec"]["mpiReplicaSpecs"]["Worker"].get("replicas", 1)
+    problems = launchers.k8s_name_problems(manifest["metadata"]["name"], workers)
+    if problems:
+        raise ValueError(f"MPIJob {manifest['metadata']['name']}: " + "; ".join(problems))
     for role, replica in manifest["spec"]["mpiReplicaSpecs"].items():
         # A replica's template is a core PodTemplateSpec: checked as one, strictly.
         _builtin({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"},
                   "template": replica["template"]}, kubernetes_version, f"MPIJob {role} pod template")
+        check_resources(replica["template"]["spec"], f"MPIJob {role} pod template")
+
+
+# Container resource names as the API server checks them (pkg/apis/core/validation: validateContainerResourceName,
+# ValidateResourceRequirements): the OpenAPI schema only says "a map of quantities".
+_STANDARD_RESOURCE = re.compile(r"^(cpu|memory|ephemeral-storage|hugepages-[0-9]+[KMGTPE]?i?)$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def resource_name_problem(name: str) -> str | None:
+    prefix, _, part = name.rpartition("/")
+    if not prefix:
+        return None if _STANDARD_RESOURCE.match(name) else (
+            "is neither a standard resource (cpu, memory, ephemeral-storage, hugepages-<size>) nor a "
+            "domain-prefixed extended resource such as nvidia.com/gpu or rdma/<name>")
+    if len(prefix) > 253 or not _SUBDOMAIN.match(prefix) or len(part) > 63 or not _NAME_PART.match(part):
+        return "is not a qualified name (a DNS-1123 subdomain, '/', and a name of up to 63 [A-Za-z0-9_.-])"
+    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        return "is in the kubernetes.io domain, which only standard resources may use"
+    return None
+
+
+def check_resources(pod_spec: dict[str, Any], what: str) -> None:
+    """Raise ValueError for a container resource the API server would refuse: its name, or an extended resource
+    (not overcommittable) that is fractional, requested without a limit, or requested unlike its limit."""
+    for container in pod_spec.get("containers", []) + pod_spec.get("initContainers", []):
+        resources = container.get("resources", {})
+        limits, requests = resources.get("limits", {}), resources.get("requests", {})
+        where = f"{what} container {container.get('name')}"
+        for name in {**limits, **requests}:
+            problem = resource_name_problem(name)
+            if problem:
+                raise ValueError(f"{where}: resource {name!r} {problem}")
+            if "/" not in name:
+                continue
+            if name not in limits:
+                raise ValueError(f"{where}: extended resource {name!r} is requested without a limit")
+            if name in requests and str(requests[name]) != str(limits[name]):
+                raise ValueError(f"{where}: extended resource {name!r} must request what it limits")
+            if not re.fullmatch(r"[0-9]+", str(limits[name])):
+                raise ValueError(f"{where}: extended resource {name!r} must be a whole number, not {limits[name]!r}")
 
 
 def _builtin(document: dict[str, Any], kubernetes_version: str, what: str) -> None:
@@ -90,6 +139,9 @@ def validate(document: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNE
         _check(CUSTOM_SCHEMAS[key], document, what)
     else:
         _builtin(document, kubernetes_version, what)
+        template = document.get("spec", {}).get("template", {})
+        if "spec" in template:
+            check_resources(template["spec"], what)
     if key[1] == "NetworkAttachmentDefinition":
         _embedded_json(document["spec"]["config"], CNI_CONFIG_SCHEMA, f"{what} spec.config")
     elif key == ("v1", "ConfigMap") and name == RDMA_PLUGIN_CONFIGMAP:

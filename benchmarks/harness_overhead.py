@@ -25,8 +25,8 @@ def bare_loop(args: argparse.Namespace) -> float:
     """The plain Horovod TensorFlow 2 loop (hvd.init, DistributedGradientTape, broadcast after the
     first step), timed as Horovod's own synthetic benchmark times it: all measured steps as one block,
     synchronised once at the end. No per-step timing, loss recording, input iterator or result file."""
-    import horovod.tensorflow as hvd  # noqa: PLC0415
-    import tensorflow as tf  # noqa: PLC0415
+    import horovod.tensorflow as hvd  # noqa: PLC0415 - the nodes' environment has them, the control host not
+    import tensorflow as tf  # noqa: PLC0415 - likewise
 
     from benchrunner import models  # noqa: PLC0415 - same network; the loop around it is what is compared
 

@@ -3,7 +3,7 @@ import json
 import pytest
 import yaml
 
-from benchrunner import campaign, results
+from benchrunner import campaign, cli, kubernetes, playbooks, results, summary
 
 LAB = {
     "name": "lab",
@@ -113,7 +113,6 @@ def test_extravars_carry_the_point_to_the_benchmark_play(campaign_file):
 
 
 def test_outcome_is_judged_by_what_reached_the_control_host(tmp_path, run_dir, make_rank):
-    from benchrunner import summary
     directory = run_dir(make_rank(0), make_rank(1))
     assert not campaign.run_outcome(directory.parent, "run-1").ok
     summary.write(directory)
@@ -122,8 +121,6 @@ def test_outcome_is_judged_by_what_reached_the_control_host(tmp_path, run_dir, m
 
 
 def test_every_kubernetes_point_gets_a_valid_mpijob(tmp_path, capsys):
-    from benchrunner import cli, kubernetes  # noqa: PLC0415
-
     path = tmp_path / "study.yml"
     path.write_text(yaml.safe_dump({**LAB, "stacks": ["slurm", "k8s"], "network": "rdma", "gpus": [4, 8],
                                     "gpus_per_node": 4, "repeats": 2,
@@ -145,8 +142,6 @@ def test_every_kubernetes_point_gets_a_valid_mpijob(tmp_path, capsys):
 
 
 def test_a_campaign_without_kubernetes_has_no_mpijobs(campaign_file, tmp_path, capsys):
-    from benchrunner import cli  # noqa: PLC0415
-
     assert cli.main(["campaign", str(campaign_file()), "--mpijobs", str(tmp_path / "m")]) == 2
     assert "has no Kubernetes runs" in capsys.readouterr().err
 
@@ -159,8 +154,6 @@ def test_a_campaign_without_kubernetes_has_no_mpijobs(campaign_file, tmp_path, c
 ])
 def test_a_run_plays_only_on_the_hosts_its_job_needs(campaign_file, tmp_path, monkeypatch, gpus, answering, limit,
                                                      reason):
-    from benchrunner import playbooks
-
     document = campaign.load(campaign_file({**LAB, "gpus": [gpus], "repeats": 1, "workloads": {"data": ["synthetic"]}}))
     (run_,) = [r for r in campaign.plan(document) if r.point["program"] == "train"]
     played = []

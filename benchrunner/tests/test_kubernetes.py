@@ -248,7 +248,7 @@ def test_validate_manifests_command_reports_each_object(tmp_path, capsys):
 
 
 def rank_files(ranks: int) -> dict[str, str]:
-    return {f"rank-{i:05d}.json": '{"rank": %d, "pad": "%s"}\n' % (i, "x" * (1500 + 997 * i)) for i in range(ranks)}
+    return {f"rank-{i:05d}.json": f'{{"rank": {i}, "pad": "{"x" * (1500 + 997 * i)}"}}\n' for i in range(ranks)}
 
 
 def forwarded(files: dict[str, str], seed: int, read: int = 4096) -> str:

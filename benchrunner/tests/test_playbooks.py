@@ -101,7 +101,7 @@ def test_find_project_walks_up(tmp_path, monkeypatch):
 
 def test_find_project_explains_when_there_is_none(tmp_path, monkeypatch):
     monkeypatch.delenv("HPCML_PROJECT_DIR", raising=False)
-    with pytest.raises(FileNotFoundError, match="no site.yml"):
+    with pytest.raises(FileNotFoundError, match=r"no site\.yml"):
         playbooks.find_project(tmp_path)
 
 

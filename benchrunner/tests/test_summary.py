@@ -57,7 +57,7 @@ def test_non_finite_loss_fails_sanity_naming_rank_and_step(run_dir, make_rank):
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
 def test_a_non_finite_number_is_never_written_as_json(tmp_path, value):
     document = {**rank_document(), "losses": [2.3, value]}
-    with pytest.raises(results.ResultError, match="not JSON.*non-finite number cannot be written"):
+    with pytest.raises(results.ResultError, match=r"not JSON.*non-finite number cannot be written"):
         results.save(results.RANK_RESULT, document, tmp_path / "rank-0.json")
     assert not (tmp_path / "rank-0.json").exists()
 

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from benchrunner import __version__, campaign, dataset, kubernetes, launchers, report, results, summary
+from benchrunner.playbooks import BENCHMARK_TAG
 from benchrunner.workload import Workload, add_arguments
 
 
@@ -298,12 +299,10 @@ def _playbook(args: argparse.Namespace, *, tags: str | None, skip_tags: str | No
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from benchrunner.playbooks import BENCHMARK_TAG  # noqa: PLC0415
     return _playbook(args, tags=None, skip_tags=BENCHMARK_TAG)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from benchrunner.playbooks import BENCHMARK_TAG  # noqa: PLC0415
     return _playbook(args, tags=BENCHMARK_TAG, skip_tags=None)
 
 

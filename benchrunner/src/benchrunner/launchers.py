@@ -101,7 +101,7 @@ class Job:
         if self.git_commit:
             argv += ["--git-commit", self.git_commit]
         if self.program == "allreduce":
-            return argv + ["--min-bytes", str(self.allreduce_min_bytes), "--max-bytes", str(self.allreduce_max_bytes)]
+            return [*argv, "--min-bytes", str(self.allreduce_min_bytes), "--max-bytes", str(self.allreduce_max_bytes)]
         return argv + self.workload.to_argv()
 
 

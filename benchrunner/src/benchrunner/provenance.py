@@ -6,6 +6,7 @@ import ctypes
 import os
 import platform
 import re
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,7 @@ def collect(tf: Any, hvd: Any, *, stack: str, launcher: str, network: str, git_c
 
 
 def _horovod_version() -> str:
-    from importlib.metadata import version  # noqa: PLC0415
-    return version("horovod")
+    return metadata.version("horovod")
 
 
 def _gpu_name(tf: Any, device: Any) -> str:

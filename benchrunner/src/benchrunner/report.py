@@ -11,9 +11,10 @@ import base64
 import html
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from benchrunner import results, stats
 
@@ -274,7 +275,7 @@ def _pyplot() -> Any:
     import matplotlib  # noqa: PLC0415 - heavy, only when a report is drawn
 
     matplotlib.use("Agg")  # off-screen: no display needed
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - only once the backend is chosen
     return plt
 
 
@@ -416,7 +417,7 @@ def html_page(title: str, intro: list[str], tables: list[Table], figures: list[P
     for figure in figures:
         data = base64.b64encode(figure.read_bytes()).decode()
         parts.append(f"<figure><img alt='{e(figure.stem)}' src='data:image/png;base64,{data}'></figure>")
-    return "\n".join(parts + ["</body></html>"]) + "\n"
+    return "\n".join([*parts, "</body></html>"]) + "\n"
 
 
 def provenance_lines(summaries: list[dict[str, Any]]) -> list[str]:

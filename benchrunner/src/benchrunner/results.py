@@ -48,7 +48,8 @@ def validate(kind: str, document: dict[str, Any], source: str = "document") -> N
     version = document.get("schema_version")
     if kind != CAMPAIGN and version != SCHEMA_VERSION:
         raise ResultError(f"{source}: schema_version {version!r} is not the supported {SCHEMA_VERSION}")
-    errors = sorted(jsonschema.Draft202012Validator(schema(kind), registry=_registry()).iter_errors(document), key=lambda e: list(e.path))
+    validator = jsonschema.Draft202012Validator(schema(kind), registry=_registry())
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
         raise ResultError(f"{source}: does not match the {kind} v{SCHEMA_VERSION} schema at {where}: {errors[0].message}"

@@ -38,7 +38,7 @@ def init_horovod(workload: Workload) -> tuple[Any, Any]:
     # Horovod reads its knobs from the environment at init; an explicit workload setting wins.
     os.environ.update(workload.horovod_environment())
     import horovod.tensorflow as hvd  # noqa: PLC0415 - heavy, only where training happens
-    import tensorflow as tf  # noqa: PLC0415
+    import tensorflow as tf  # noqa: PLC0415 - likewise
 
     hvd.init()
     _configure_devices(tf, hvd)

@@ -19,7 +19,7 @@ def test_exact_version_is_installed_although_a_newer_one_exists(host):
     if not is_image(host):
         return
     assert "580.105.08-1" in host.check_output("apt-cache madison nvidia-driver-cuda")
-    for package in PACKAGES + ["libcuda1"]:
+    for package in [*PACKAGES, "libcuda1"]:
         assert installed_version(host, package) == "580.95.05-1", package
 
 

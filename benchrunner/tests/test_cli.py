@@ -1,3 +1,4 @@
+import argparse
 import json
 
 import pytest
@@ -102,3 +103,22 @@ def test_every_bad_input_is_one_line_naming_it_not_a_traceback(tmp_path, run_dir
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
     # Refused before anything was written.
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(("argv", "abbreviated"), [
+    (["launch", "--dry-run", "--run-id", "r1", "--output-dir", "/o", "--ranks", "1", "--image-s", "64"], "--image-s"),
+    (["train", "--run-id", "r1", "--output-dir", "/o", "--measured", "5"], "--measured"),
+    (["dataset", "/tmp/d", "--image", "8"], "--image"),
+])
+def test_an_abbreviated_option_is_refused(argv, abbreviated, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    assert f"unrecognized arguments: {abbreviated}" in capsys.readouterr().err
+
+
+def test_no_command_takes_abbreviations():
+    parser = cli.build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert parser.allow_abbrev is False
+    assert {name for name, sub in commands.choices.items() if sub.allow_abbrev} == set()

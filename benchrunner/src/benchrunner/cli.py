@@ -345,8 +345,14 @@ def _add_pool(parser: argparse.ArgumentParser) -> None:
                         "into one figure anyway; the report names what was pooled. Repeatable.")
 
 
+def _command(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    return sub.add_parser(name, allow_abbrev=False, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    # No abbreviations: an unambiguous prefix (--image-s for --image-size) or a typo must not pass for an option.
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="benchrunner",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Horovod TensorFlow training benchmark for GPU clusters, on bare metal or Kubernetes.",
@@ -360,21 +366,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"benchrunner {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train on this rank and write its result (what every rank runs)")
+    p = _command(sub, "train", help="train on this rank and write its result (what every rank runs)")
     _add_context(p)
     add_arguments(p)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("allreduce", help="time Horovod allreduce over message sizes (what every rank runs)")
+    p = _command(sub, "allreduce", help="time Horovod allreduce over message sizes (what every rank runs)")
     _add_context(p)
     _add_sweep(p)
     p.set_defaults(func=cmd_allreduce)
 
-    p = sub.add_parser("rank", help=f"run the train or allreduce command held in ${launchers.RANK_ARGV_ENV} "
+    p = _command(sub, "rank", help=f"run the train or allreduce command held in ${launchers.RANK_ARGV_ENV} "
                                     "(how horovodrun starts ranks)")
     p.set_defaults(func=cmd_rank)
 
-    p = sub.add_parser("dataset", help="write a small ChestX-ray14-style dataset (PNGs + labels CSV)")
+    p = _command(sub, "dataset", help="write a small ChestX-ray14-style dataset (PNGs + labels CSV)")
     p.add_argument("directory")
     p.add_argument("--images", type=int, default=dataset.Spec.images)
     p.add_argument("--image-size", type=int, default=dataset.Spec.image_size)
@@ -382,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tfrecord-shards", type=int, default=0, help="also write this many TFRecord shards (needs TensorFlow)")
     p.set_defaults(func=cmd_dataset)
 
-    p = sub.add_parser("launch", help="start a job on the cluster with one of the launchers (or print it: --dry-run)")
+    p = _command(sub, "launch", help="start a job on the cluster with one of the launchers (or print it: --dry-run)")
     _add_context(p)
     group = p.add_argument_group("job")
     group.add_argument("--program", choices=launchers.PROGRAMS, default="train")
@@ -422,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep(p)
     p.set_defaults(func=cmd_launch)
 
-    p = sub.add_parser("campaign", help="run a campaign file: every point x repeat, skipping what is done")
+    p = _command(sub, "campaign", help="run a campaign file: every point x repeat, skipping what is done")
     p.add_argument("file")
     p.add_argument("--results-dir", default="results")
     p.add_argument("--plan", action="store_true", help="list the campaign's run ids and stop")
@@ -437,17 +443,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project-dir", help="project root (default: found upwards from here)")
     p.set_defaults(func=cmd_campaign)
 
-    p = sub.add_parser("summarize", help="check a run's rank files; write summary.json, report.md and report.html")
+    p = _command(sub, "summarize", help="check a run's rank files; write summary.json, report.md and report.html")
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_summarize)
 
-    p = sub.add_parser("report", help="report on a run or a campaign (default: results/latest)")
+    p = _command(sub, "report", help="report on a run or a campaign (default: results/latest)")
     p.add_argument("target", nargs="?", help="a run folder, a campaign folder or a campaign name")
     p.add_argument("--results-dir", default="results")
     _add_pool(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="compare two runs or campaigns (e.g. bare metal and Kubernetes)")
+    p = _command(sub, "compare", help="compare two runs or campaigns (e.g. bare metal and Kubernetes)")
     p.add_argument("a", help="the reference: run folder, campaign folder or campaign name")
     p.add_argument("b")
     p.add_argument("--results-dir", default="results")
@@ -455,22 +461,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pool(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("schema-check", help="validate result files against their schema")
+    p = _command(sub, "schema-check", help="validate result files against their schema")
     p.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_schema_check)
 
-    p = sub.add_parser("validate-manifests", help="validate Kubernetes manifests offline: the API of a Kubernetes "
+    p = _command(sub, "validate-manifests", help="validate Kubernetes manifests offline: the API of a Kubernetes "
                        "release (strict) and the custom resources' schemas")
     p.add_argument("files", nargs="+")
     p.add_argument("--kubernetes-version", default=kubernetes.DEFAULT_KUBERNETES_VERSION)
     p.set_defaults(func=cmd_validate_manifests)
 
-    p = sub.add_parser("deploy", help="provision the cluster: site.yml without the benchmark, via ansible-runner")
+    p = _command(sub, "deploy", help="provision the cluster: site.yml without the benchmark, via ansible-runner")
     _add_playbook_options(p)
     p.add_argument("--check", action="store_true", help="report what would change, change nothing (--check --diff)")
     p.set_defaults(func=cmd_deploy)
 
-    p = sub.add_parser("bench", help="run the benchmark play of site.yml via ansible-runner")
+    p = _command(sub, "bench", help="run the benchmark play of site.yml via ansible-runner")
     _add_playbook_options(p)
     p.set_defaults(func=cmd_bench)
     return parser

@@ -47,7 +47,7 @@ def test_errors_become_messages_not_tracebacks(tmp_path, capsys):
 def test_extra_vars_are_parsed_as_json_when_they_can_be():
     assert cli._extravars(["a=1", "b=text", "c=[1, 2]", "d={\"x\": true}"]) == {
         "a": 1, "b": "text", "c": [1, 2], "d": {"x": True}}
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="-e takes NAME=VALUE, got 'novalue'"):
         cli._extravars(["novalue"])
 
 

@@ -190,7 +190,7 @@ def test_a_date_run_id_gives_an_mpijob_the_api_server_and_the_operator_accept():
 def test_a_run_id_without_a_name_is_refused_before_anything_is_submitted(capsys):
     assert cli.main(["launch", "--launcher", "mpijob", "--stack", "k8s", "--run-id", "...", "--output-dir", "/o",
                      "--ranks", "2", "--image", "i:1", "--collect-dir", "/nonexistent"]) == 2
-    assert "no letter or digit" in capsys.readouterr().err
+    assert "run id '...' must be 1 to 128 letters" in capsys.readouterr().err
 
 
 def test_network_attachments_are_checked_down_to_their_cni_config():

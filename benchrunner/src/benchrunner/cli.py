@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import shutil
@@ -18,15 +17,23 @@ from benchrunner.playbooks import BENCHMARK_TAG
 from benchrunner.workload import Workload, add_arguments
 
 
-def _extravars(pairs: list[str]) -> dict[str, Any]:
-    extravars: dict[str, Any] = {}
+def _pairs(pairs: list[str], option: str) -> dict[str, str]:
+    found: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise SystemExit(f"benchrunner: -e takes NAME=VALUE, got {pair!r}")
+            raise ValueError(f"{option} takes NAME=VALUE, got {pair!r}")
+        found[name] = value
+    return found
+
+
+def _extravars(pairs: list[str]) -> dict[str, Any]:
+    """Ansible's extra vars: a value that is JSON is that JSON (-e 'x=[1, 2]'), as ansible-playbook -e takes it."""
+    extravars: dict[str, Any] = {}
+    for name, value in _pairs(pairs, "-e").items():
         try:
-            extravars[name] = json.loads(value)
-        except json.JSONDecodeError:
+            extravars[name] = results.strict_loads(value)
+        except ValueError:
             extravars[name] = value
     return extravars
 
@@ -89,7 +96,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
 
 
 def _job(args: argparse.Namespace) -> launchers.Job:
-    env = tuple(sorted((k, str(v)) for k, v in _extravars(args.env).items()))
+    # Environment values are strings, passed exactly as given: "true", "007", "1e3" and "null" stay what they are.
+    env = tuple(sorted(_pairs(args.env, "--env").items()))
     job = launchers.Job(
         run_id=args.run_id, output_dir=args.output_dir, ranks=args.ranks,
         hosts=tuple(h for h in args.hosts.split(",") if h) if args.hosts else (), gpus_per_node=args.gpus_per_node,

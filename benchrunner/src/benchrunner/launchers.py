@@ -39,6 +39,20 @@ NCCL_ENV = {
 LAUNCHED_AT_ENV = "BENCHRUNNER_LAUNCHED_AT"
 # `benchrunner rank` runs the program these arguments name (train or allreduce).
 RANK_ARGV_ENV = "BENCHRUNNER_RANK_ARGV"
+# What each value that reaches a batch script, hostfile, manifest or command line may be: data is quoted where it
+# is written, and these keep a value from being read as more than one (a newline is a new hostfile line or
+# script command).
+HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# What `git describe --always --dirty` prints: a commit id, or tag-N-gid, with -dirty.
+GIT_DESCRIBE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+
+
+def path_problem(what: str, value: str) -> str | None:
+    if not value.startswith("/") or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return f"{what} {value!r} must be an absolute path without control characters"
+    return None
 
 
 @dataclass(frozen=True)
@@ -81,6 +95,16 @@ class Job:
             problems.append(f"network {self.network!r} is not one of {', '.join(NETWORKS)}")
         if self.ranks < 1:
             problems.append("ranks must be >= 1")
+        problems += [p for p in (results.run_id_problem(self.run_id), path_problem("output dir", self.output_dir),
+                                 path_problem("benchrunner", self.benchrunner) if "/" in self.benchrunner else None)
+                     if p]
+        problems += [f"host {h!r} is not a hostname" for h in self.hosts if not HOSTNAME.fullmatch(h)]
+        problems += [f"environment variable name {name!r} is not a shell name ([A-Za-z_][A-Za-z0-9_]*)"
+                     for name, _ in self.env if not ENV_NAME.fullmatch(name)]
+        problems += [f"environment variable {name} must be a string without NUL (got {value!r})"
+                     for name, value in self.env if not isinstance(value, str) or "\0" in value]
+        if self.git_commit and not GIT_DESCRIBE.fullmatch(self.git_commit):
+            problems.append(f"git commit {self.git_commit!r} is not what git describe prints")
         # srun may leave placement to Slurm, but hosts it is given must be enough.
         if (self.launcher in ("mpirun", "horovodrun") or (self.launcher == "srun" and self.hosts)) \
                 and len(self.hosts) < self.nodes:
@@ -115,6 +139,7 @@ def _host_slots(job: Job) -> list[tuple[str, int]]:
 
 
 def hostfile(job: Job) -> str:
+    job.validate()
     return "".join(f"{host} slots={slots}\n" for host, slots in _host_slots(job))
 
 
@@ -143,6 +168,11 @@ def horovodrun_environment(job: Job) -> dict[str, str]:
 
 def sbatch_script(job: Job, partition: str | None = None, mpi: str = "pmix", time_limit: str = "01:00:00") -> str:
     """A batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH)."""
+    job.validate()
+    if partition is not None and not SLURM_NAME.fullmatch(partition):
+        raise ValueError(f"Slurm partition {partition!r} is not a partition name (letters, digits, '_', '.', '-')")
+    if not SLURM_NAME.fullmatch(mpi):
+        raise ValueError(f"Slurm MPI plugin {mpi!r} is not a plugin name (pmix, pmi2, ...)")
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=benchrunner-{job.run_id}"[:200],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from functools import cache
 from importlib import resources
@@ -29,6 +30,21 @@ SWEEP_JSON = "allreduce.json"
 
 class ResultError(ValueError):
     """A result file that is missing, unreadable or does not match its schema."""
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# Names the results folder holds besides runs: a run of one of these names would overwrite or shadow them.
+RESERVED_RUN_IDS = ("latest", "campaigns", "compare", "node-validation")
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why this cannot name a run (it becomes a folder, a Slurm job name and an MPIJob's name), or None."""
+    if not RUN_ID.fullmatch(run_id):
+        return (f"run id {run_id!r} must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter "
+                "or digit")
+    if run_id in RESERVED_RUN_IDS:
+        return f"run id {run_id!r} is reserved for the results folder's own {run_id}"
+    return None
 
 
 @cache

@@ -129,12 +129,18 @@ def test_rdma_facts_fall_back_to_ibstat(sysfs, tmp_path):
     assert (port["lid"], port["sm_lid"], port["active_mtu"]) == ("1", "7", None)
 
 
-def test_rdma_facts_report_output_they_cannot_read(sysfs, tmp_path):
+@pytest.mark.parametrize("rc", [0, 255], ids=["exit 0", "exit 255 as recorded"])
+def test_rdma_facts_report_output_they_cannot_read(rc, sysfs, tmp_path):
     mlx4_node(sysfs)
-    ibstat = fake_tool(tmp_path, "ibstat", "ibstat.gpud.39.0.a100.failed.ibpanic.exit-255.0.txt")
+    ibstat = fake_tool(tmp_path, "ibstat", "ibstat.gpud.39.0.a100.failed.ibpanic.exit-255.0.txt", rc=rc)
     facts = run_module("rdma_facts", f"sysfs_root={sysfs.root} ibv_devinfo={tmp_path / 'absent'} ibstat={ibstat}")
     assert facts["hpcml_rdma"]["port_details"] is None
-    assert facts["hpcml_rdma"]["port_details_error"].startswith("ibstat: unexpected line \"ibpanic: ")
+    error = facts["hpcml_rdma"]["port_details_error"]
+    if rc == 0:
+        assert error.startswith("ibstat: unexpected line \"ibpanic: ")
+    else:
+        assert error.startswith("ibstat exited with 255: CA 'mlx5_0'\n        CA type: MT4124")
+        assert error.endswith(" ...") and len(error) < 250
 
 
 def gpu_and_hca(sysfs):

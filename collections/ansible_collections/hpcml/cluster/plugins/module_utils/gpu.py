@@ -169,7 +169,7 @@ def read_topology(run_command, smi: str) -> tuple[dict | None, str | None]:
     """Runs and parses `nvidia-smi topo -m` with run_command (AnsibleModule's): (topology, None), or (None, why not)."""
     rc, out, err = run_command([smi, "topo", "-m"])
     if rc != 0:
-        return None, "%s exited with %d: %s" % (SMI_TOPO, rc, (err or out).strip())
+        return None, parsing.exited(SMI_TOPO, rc, err, out)
     try:
         return parse_topo_matrix(out), None
     except parsing.ParseError as error:

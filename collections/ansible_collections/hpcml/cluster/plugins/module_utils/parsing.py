@@ -28,3 +28,9 @@ def fail(tool: str, problem: str, text: str) -> ParseError:
     if not text.strip():
         return ParseError("%s printed nothing" % tool)
     return ParseError("%s: %s; its output began %s" % (tool, problem, excerpt(text)))
+
+
+def exited(tool: str, rc: int, err: str, out: str, limit: int = 200) -> str:
+    """Why a tool that exited non-zero gave nothing to parse: its status and the start of what it said."""
+    said = (err or out).strip()
+    return "%s exited with %d: %s" % (tool, rc, said[:limit] + (" ..." if len(said) > limit else ""))

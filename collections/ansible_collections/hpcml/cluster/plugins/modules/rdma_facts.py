@@ -63,7 +63,7 @@ def port_details(module, devices):
             continue
         rc, out, err = module.run_command([tool] + args)
         if rc != 0:
-            return None, "%s exited with %d: %s" % (name, rc, (err or out).strip())
+            return None, parsing.exited(name, rc, err, out)
         try:
             rdma.merge_port_details(devices, parse(out))
         except parsing.ParseError as error:

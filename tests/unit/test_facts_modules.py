@@ -23,24 +23,49 @@ def run_module(module, args):
     return result["ansible_facts"]
 
 
-def fake_nvidia_smi(tmp_path):
+# The node the module tests stand in for: an H100 PCIe beside mlx5_0 as recorded in sglang issue 24413, answering
+# -q -x with a GPU of driver 535.
+SMI_XML = "nvidia-smi-q-x.netdata.rtx-4090-driver-535.xml"
+SMI_TOPO = "nvidia-smi-topo-m.sglang-24413.h100-pcie-x1-nic.txt"
+
+
+def fake_nvidia_smi(tmp_path, topo=SMI_TOPO, topo_rc=0):
+    """A stand-in nvidia-smi printing recorded output: -q -x from SMI_XML, topo -m from topo with exit status topo_rc."""
     script = tmp_path / "nvidia-smi"
     script.write_text("#!/bin/sh\n"
-                      f"case \"$1\" in -q) cat {FIXTURES / 'nvidia-smi-q-x.h100x8.xml'} ;;"
-                      f" topo) cat {FIXTURES / 'nvidia-smi-topo-m.h100x8.txt'} ;; *) exit 2 ;; esac\n")
+                      f"case \"$1\" in -q) cat {FIXTURES / SMI_XML} ;;"
+                      f" topo) cat {FIXTURES / topo}; exit {topo_rc} ;; *) exit 2 ;; esac\n")
+    script.chmod(0o755)
+    return script
+
+
+def fake_tool(tmp_path, name, fixture, rc=0):
+    """A stand-in tool that prints a recorded output whatever it is asked."""
+    script = tmp_path / name
+    script.write_text(f"#!/bin/sh\ncat {FIXTURES / fixture}\nexit {rc}\n")
     script.chmod(0o755)
     return script
 
 
 def test_gpu_facts_on_a_gpu_node(sysfs, tmp_path):
-    for i, bus in enumerate(["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]):
-        sysfs.pci(f"0000:{bus}:00.0", "0x10de", "0x2330", "0x030200", driver="nvidia", numa=str(i // 4))
+    sysfs.pci("0000:84:00.0", "0x10de", "0x2684", "0x030000", driver="nvidia")
     facts = run_module("gpu_facts", f"sysfs_root={sysfs.root} nvidia_smi={fake_nvidia_smi(tmp_path)}")["hpcml_gpu"]
     assert facts["present"] is True
     assert facts["reason"] is None
-    assert facts["pci_count"] == facts["driver_count"] == 8
-    assert facts["driver_version"] == "550.127.08"
-    assert facts["topology"]["nvlink"] is True
+    assert facts["pci_count"] == facts["driver_count"] == 1
+    assert facts["driver_version"] == "535.86.05"
+    assert facts["gpus"][0]["minor_number"] == 0
+    assert facts["topology"]["nics"] == {"NIC0": "mlx5_0"}
+    assert facts["topology_error"] is None
+
+
+def test_gpu_facts_say_why_the_topology_is_missing(sysfs, tmp_path):
+    sysfs.pci("0000:84:00.0", "0x10de", "0x2684", "0x030000", driver="nvidia")
+    smi = fake_nvidia_smi(tmp_path, topo="nvidia-smi-topo-m.windows.nvidia-geforce-rtx-2080-super.591.86.txt", topo_rc=255)
+    facts = run_module("gpu_facts", f"sysfs_root={sysfs.root} nvidia_smi={smi}")["hpcml_gpu"]
+    assert facts["topology"] is None
+    assert facts["topology_error"] == ("nvidia-smi topo -m exited with 255: ERROR: Option -m is missing its value. "
+                                       "Please run 'nvidia-smi -h' for help.")
 
 
 def broken_nvidia_smi(tmp_path):
@@ -60,6 +85,11 @@ UNUSABLE = {
     "driver not answering": (("0000:18:00.0", "0x10de", "0x2330", "0x030200", None), broken_nvidia_smi, True,
                              "nvidia-smi failed (driver not loaded?): NVIDIA-SMI has failed because it could not "
                              "communicate with the NVIDIA driver."),
+    "driver answering with no XML": (("0000:18:00.0", "0x10de", "0x2330", "0x030200", None),
+                                     lambda tmp: fake_tool(tmp, "nvidia-smi", SMI_TOPO), True,
+                                     "nvidia-smi -q -x: not XML (syntax error: line 1, column 8); its output began "
+                                     "'GPU0    NIC0    CPU Affinity    NUMA Affinity   GPU NUMA ID\\nGPU0     X      "
+                                     "PHB     0-251   0               N/A\\nNIC0    ' ..."),
 }
 
 
@@ -74,34 +104,85 @@ def test_gpu_facts_say_why_no_gpu_is_usable(case, sysfs, tmp_path):
     assert facts["reason"] == reason
 
 
-def test_rdma_facts(sysfs, tmp_path):
-    device = sysfs.pci("0000:1a:00.0", "0x15b3", "0x101b", "0x020700", driver="mlx5_core")
-    sysfs.ib_device("mlx5_0", device, [("4: ACTIVE", "5: LinkUp", "InfiniBand", "400 Gb/sec (4X NDR)")])
-    facts = run_module("rdma_facts", f"sysfs_root={sysfs.root} ibv_devinfo={fake_ibv_devinfo(tmp_path)}")["hpcml_rdma"]
+def mlx4_node(sysfs):
+    device = sysfs.pci("0000:1a:00.0", "0x15b3", "0x1003", "0x020700", driver="mlx4_core")
+    sysfs.ib_device("mlx4_1", device, [("4: ACTIVE", "5: LinkUp", "InfiniBand", "56 Gb/sec (4X FDR)")])
+
+
+def test_rdma_facts_with_ibv_devinfo(sysfs, tmp_path):
+    mlx4_node(sysfs)
+    verbs = fake_tool(tmp_path, "ibv_devinfo", "ibv_devinfo.heioy-books.mlx4-x2-ib-4port.txt")
+    facts = run_module("rdma_facts", f"sysfs_root={sysfs.root} ibv_devinfo={verbs}")["hpcml_rdma"]
     assert facts["present"] is True
-    assert facts["ibv_devinfo"] is True
+    assert (facts["port_details"], facts["port_details_error"]) == ("ibv_devinfo", None)
     port = facts["devices"][0]["ports"][0]
-    assert port["rate_gbps"] == 400.0
-    assert port["active_mtu"] == "4096"
+    assert port["rate_gbps"] == 56.0
+    assert (port["active_mtu"], port["lid"]) == ("4096", "22")
 
 
-def fake_ibv_devinfo(tmp_path):
-    script = tmp_path / "ibv_devinfo"
-    script.write_text(f"#!/bin/sh\ncat {FIXTURES / 'ibv_devinfo.cx7-ib-roce.txt'}\n")
-    script.chmod(0o755)
-    return script
+def test_rdma_facts_fall_back_to_ibstat(sysfs, tmp_path):
+    mlx4_node(sysfs)
+    ibstat = fake_tool(tmp_path, "ibstat", "ibstat.heioy-books.mlx4-x2-ib-4port.txt")
+    facts = run_module("rdma_facts", f"sysfs_root={sysfs.root} ibv_devinfo={tmp_path / 'absent'} ibstat={ibstat}")
+    port = facts["hpcml_rdma"]["devices"][0]["ports"][0]
+    assert facts["hpcml_rdma"]["port_details"] == "ibstat"
+    assert (port["lid"], port["sm_lid"], port["active_mtu"]) == ("1", "7", None)
 
 
-def test_gpudirect_facts_on_a_gpu_node_with_infiniband(sysfs, tmp_path):
-    sysfs.pci("0000:18:00.0", "0x10de", "0x2330", "0x030200", driver="nvidia")
+@pytest.mark.parametrize("rc", [0, 255], ids=["exit 0", "exit 255 as recorded"])
+def test_rdma_facts_report_output_they_cannot_read(rc, sysfs, tmp_path):
+    mlx4_node(sysfs)
+    ibstat = fake_tool(tmp_path, "ibstat", "ibstat.gpud.39.0.a100.failed.ibpanic.exit-255.0.txt", rc=rc)
+    facts = run_module("rdma_facts", f"sysfs_root={sysfs.root} ibv_devinfo={tmp_path / 'absent'} ibstat={ibstat}")
+    assert facts["hpcml_rdma"]["port_details"] is None
+    error = facts["hpcml_rdma"]["port_details_error"]
+    if rc == 0:
+        assert error.startswith("ibstat: unexpected line \"ibpanic: ")
+    else:
+        assert error.startswith("ibstat exited with 255: CA 'mlx5_0'\n        CA type: MT4124")
+        assert error.endswith(" ...") and len(error) < 250
+
+
+def gpu_and_hca(sysfs):
+    sysfs.pci("0000:84:00.0", "0x10de", "0x2331", "0x030200", driver="nvidia")
     device = sysfs.pci("0000:1a:00.0", "0x15b3", "0x101b", "0x020700", driver="mlx5_core")
     sysfs.ib_device("mlx5_0", device, [("4: ACTIVE", "5: LinkUp", "InfiniBand", "400 Gb/sec (4X NDR)")])
     for module in ("nvidia", "nvidia_peermem", "ib_core"):
         (sysfs.root / "module" / module).mkdir(parents=True)
+
+
+def test_gpudirect_facts_on_a_gpu_node_with_infiniband(sysfs, tmp_path):
+    gpu_and_hca(sysfs)
     args = f"sysfs_root={sysfs.root} nvidia_smi={fake_nvidia_smi(tmp_path)}"
     facts = run_module("gpudirect_facts", args)["hpcml_gpudirect"]
     assert facts["ready"] is True
-    assert facts["nearest_nics"]["GPU4"] == {"link": "PXB", "nics": ["NIC1"]}
+    assert facts["nearest_nics"] == {"GPU0": {"link": "PHB", "nics": ["mlx5_0"]}}
+    assert facts["gpus_far_from_nic"] == ["GPU0"]
+
+
+# topo -m output that cannot be judged, its exit status, and the reason the node is then not ready.
+UNREADABLE_TOPOLOGY = {
+    "error text, exit 0": ("nvidia-smi-topo-m.windows.nvidia-geforce-rtx-2080-super.591.86.txt", 0,
+                           "the GPU/NIC topology could not be read: nvidia-smi topo -m: no header row starting with "
+                           "GPU0; its output began \"ERROR: Option -m is missing its value. Please run 'nvidia-smi -h' "
+                           "for help.\""),
+    "failing": ("nvidia-smi-topo-m.windows.nvidia-geforce-rtx-2080-super.591.86.txt", 255,
+                "the GPU/NIC topology could not be read: nvidia-smi topo -m exited with 255: ERROR: Option -m is "
+                "missing its value. Please run 'nvidia-smi -h' for help."),
+    "no NIC in it": ("nvidia-smi-topo-m.linux.nvidia-h100-80gb-hbm3.590.48.01.txt", 0,
+                     "nvidia-smi topo -m shows no NIC although the node has RDMA devices"),
+}
+
+
+@pytest.mark.parametrize("case", UNREADABLE_TOPOLOGY, ids=list(UNREADABLE_TOPOLOGY))
+def test_gpudirect_facts_never_pass_on_an_unreadable_topology(case, sysfs, tmp_path):
+    topo, rc, reason = UNREADABLE_TOPOLOGY[case]
+    gpu_and_hca(sysfs)
+    args = f"sysfs_root={sysfs.root} nvidia_smi={fake_nvidia_smi(tmp_path, topo=topo, topo_rc=rc)}"
+    facts = run_module("gpudirect_facts", args)["hpcml_gpudirect"]
+    assert facts["ready"] is False
+    assert facts["reason"] == facts["topology_problem"] == reason
+    assert facts["nearest_nics"] == {}
 
 
 def test_gpudirect_facts_without_hardware(sysfs):

@@ -37,18 +37,39 @@ def test_legacy_module_beside_the_new_one_is_a_conflict(sysfs):
     assert "nv_peer_mem" in facts["reason"]
 
 
-def test_each_gpu_finds_its_nearest_nic(fixture_text):
-    topology = gpu.parse_topo_matrix(fixture_text("nvidia-smi-topo-m.h100x8.txt"))
+def test_each_gpu_finds_its_nearest_rdma_device(fixture_text):
+    topology = gpu.parse_topo_matrix(fixture_text("nvidia-smi-topo-m.xuesongtap-blog.a100-x8-nv12-17nic.txt"))
     nearest = gpudirect.nearest_nics(topology)
-    assert nearest["GPU0"] == {"link": "PXB", "nics": ["NIC0"]}
-    assert nearest["GPU7"] == {"link": "PXB", "nics": ["NIC1"]}
+    # NIC0..NIC3 are all behind GPU0's switch; PIX pairs NIC0 with NIC1, but each GPU is PXB from all four.
+    assert nearest["GPU0"] == {"link": "PXB", "nics": ["mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5"]}
+    assert nearest["GPU7"] == {"link": "PXB", "nics": ["mlx5_14", "mlx5_15", "mlx5_16", "mlx5_17"]}
     assert gpudirect.summarize(True, True, {}, nearest)["gpus_far_from_nic"] == []
 
 
-def test_gpu_behind_the_cpu_is_flagged():
-    topology = {"devices": ["GPU0", "GPU1", "NIC0"],
-                "links": {"GPU0": {"GPU0": "X", "GPU1": "NV4", "NIC0": "PIX"},
-                          "GPU1": {"GPU0": "NV4", "GPU1": "X", "NIC0": "SYS"}}}
+def test_gpu_behind_the_host_bridge_is_flagged(fixture_text):
+    nearest = gpudirect.nearest_nics(gpu.parse_topo_matrix(fixture_text("nvidia-smi-topo-m.sglang-24413.h100-pcie-x1-nic.txt")))
+    assert nearest == {"GPU0": {"link": "PHB", "nics": ["mlx5_0"]}}
+    assert gpudirect.summarize(True, True, {}, nearest)["gpus_far_from_nic"] == ["GPU0"]
+
+
+def test_soc_of_old_drivers_ranks_as_sys(fixture_text):
+    topology = gpu.parse_topo_matrix(fixture_text("nvidia-smi-topo-m.tensorflow-gdr-readme.k40m-x4-mlx4-soc.txt"))
     nearest = gpudirect.nearest_nics(topology)
-    assert nearest["GPU1"] == {"link": "SYS", "nics": ["NIC0"]}
-    assert gpudirect.summarize(True, True, {}, nearest)["gpus_far_from_nic"] == ["GPU1"]
+    assert nearest["GPU0"] == {"link": "SOC", "nics": ["mlx4_0"]}
+    assert nearest["GPU2"] == {"link": "PHB", "nics": ["mlx4_0"]}
+
+
+def test_unreadable_topology_keeps_a_node_with_rdma_from_being_ready(sysfs):
+    load(sysfs, "nvidia", "nvidia_peermem", "ib_core")
+    modules = gpudirect.loaded_modules(str(sysfs.root))
+    problem = gpudirect.topology_problem(True, None, "nvidia-smi topo -m printed nothing")
+    facts = gpudirect.summarize(True, True, modules, {}, problem)
+    assert facts["ready"] is False
+    assert facts["reason"] == "the GPU/NIC topology could not be read: nvidia-smi topo -m printed nothing"
+
+
+def test_topology_without_a_nic_on_a_node_with_rdma_is_a_problem(fixture_text):
+    topology = gpu.parse_topo_matrix(fixture_text("nvidia-smi-topo-m.linux.nvidia-h100-80gb-hbm3.590.48.01.txt"))
+    assert gpudirect.topology_problem(True, topology, None) == ("nvidia-smi topo -m shows no NIC although the node "
+                                                                "has RDMA devices")
+    assert gpudirect.topology_problem(False, topology, None) is None

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.hpcml.cluster.plugins.module_utils import pci
+from ansible_collections.hpcml.cluster.plugins.module_utils import parsing, pci
 
 RDMA_VENDORS = (pci.MELLANOX_VENDOR,)
+IBV_DEVINFO = "ibv_devinfo"
+IBSTAT = "ibstat"
 
 
 def _state(value):
@@ -88,8 +90,10 @@ def _ibv_value(value):
     return value.split(":", 1)[1].strip() if re.match(r"^\d+:\s", value) else value
 
 
-def parse_ibv_devinfo(text):
-    """`ibv_devinfo` output -> {hca name: {fields..., "ports": {number: {fields...}}}}."""
+def parse_ibv_devinfo(text: str) -> dict:
+    """`ibv_devinfo [-v]` output -> {hca name: {fields..., "ports": {number: {fields...}}}}.
+    Lines before the first hca_id (a shell prompt) and lines that are not `field: value` (-v's flag lists, GIDs) are
+    skipped; output with no device, or a device without a port, raises ParseError."""
     devices = {}
     device = port = None
     for line in text.splitlines():
@@ -107,11 +111,53 @@ def parse_ibv_devinfo(text):
         field = re.match(r"^\s+(\w+):\s*(.*)$", line)
         if field:
             (port if port is not None else device)[field.group(1)] = _ibv_value(field.group(2))
+    _require_ports(IBV_DEVINFO, devices, "no hca_id line", text)
     return devices
 
 
-def merge_ibv_devinfo(devices, parsed):
-    """Adds what only the verbs library knows (transport, MTU, LIDs) to each sysfs device's ports."""
+# ibstat's labels for what ibv_devinfo also reports, under ibv_devinfo's names so that either tool's ports merge alike.
+_IBSTAT_FIELDS = {"Base lid": "port_lid", "SM lid": "sm_lid", "Link layer": "link_layer", "State": "state",
+                  "Physical state": "phys_state", "Rate": "rate", "CA type": "ca_type", "Firmware version": "fw_ver"}
+
+
+def parse_ibstat(text: str) -> dict:
+    """`ibstat` output -> {CA name: {fields..., "ports": {number: {fields...}}}}, with ibv_devinfo's field names where
+    both tools report the same thing. Lines before the first CA (a shell prompt) are skipped; a line it does not know
+    after that (ibstat's own "ibpanic:" when a device vanishes) raises ParseError, as does output without a CA."""
+    devices = {}
+    device = port = None
+    for line in text.splitlines():
+        ca = re.match(r"^CA '([^']+)'\s*$", line)
+        port_match = re.match(r"^\s+Port (\d+):\s*$", line)
+        field = re.match(r"^\s+([A-Za-z][A-Za-z ]*):\s*(.*?)\s*$", line)
+        if ca:
+            device = devices.setdefault(ca.group(1), {"ports": {}})
+            port = None
+        elif device is None or not line.strip():
+            continue
+        elif port_match:
+            port = device["ports"].setdefault(int(port_match.group(1)), {})
+        elif field:
+            key = _IBSTAT_FIELDS.get(field.group(1), field.group(1).lower().replace(" ", "_"))
+            (port if port is not None else device)[key] = field.group(2)
+        else:
+            raise parsing.fail(IBSTAT, "unexpected line %r after CA %r" % (line.strip(), list(devices)[-1]), text)
+    _require_ports(IBSTAT, devices, "no CA line", text)
+    return devices
+
+
+def _require_ports(tool: str, devices: dict, nothing: str, text: str) -> None:
+    """Output that names no device, or a device without a port, is output cut short or not this tool's."""
+    if not devices:
+        raise parsing.fail(tool, nothing, text)
+    portless = [name for name, device in devices.items() if not device["ports"]]
+    if portless:
+        raise parsing.fail(tool, "no port listed for %s" % ", ".join(portless), text)
+
+
+def merge_port_details(devices: list, parsed: dict) -> list:
+    """Adds what only the verbs tools know (transport, MTU, LIDs) to each sysfs device's ports, from
+    parse_ibv_devinfo or parse_ibstat."""
     for device in devices:
         info = parsed.get(device["name"])
         if not info:

@@ -35,21 +35,22 @@ ansible_facts:
   type: dict
   contains:
     hpcml_gpu:
-      description: C(present), C(reason) when absent, C(pci_count), C(nvswitch_count), C(driver_count) (GPUs the driver reports),
-        C(driver_version), C(cuda_version), C(gpus), C(topology).
+      description: C(present), C(reason) when absent or unreadable, C(pci_count), C(nvswitch_count), C(driver_count) (GPUs
+        the driver reports), C(driver_version), C(cuda_version), C(gpus) (each with C(minor_number), the N of /dev/nvidiaN),
+        C(topology) (with C(nics), each NIC column's RDMA device) and C(topology_error) (why C(topology) is null).
       type: dict
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, pci
+from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, parsing, pci
 
 
 def gather(module):
     facts = gpu.from_pci(pci.scan(module.params["sysfs_root"]))
     facts.update({"present": facts["pci_count"] > 0, "driver_count": 0, "driver_version": None, "cuda_version": None,
-                  "gpus": [], "topology": None, "reason": None})
+                  "gpus": [], "topology": None, "topology_error": None, "reason": None})
     if not facts["present"]:
         facts["reason"] = "no NVIDIA GPU found on the PCI bus (vendor %s)" % pci.NVIDIA_VENDOR
         return facts
@@ -61,10 +62,12 @@ def gather(module):
     if rc != 0:
         facts["reason"] = "nvidia-smi failed (driver not loaded?): %s" % (err or out).strip()
         return facts
-    facts.update(gpu.parse_smi_xml(out))
-    rc, out, _err = module.run_command([smi, "topo", "-m"])
-    if rc == 0:
-        facts["topology"] = gpu.parse_topo_matrix(out)
+    try:
+        facts.update(gpu.parse_smi_xml(out))
+    except parsing.ParseError as error:
+        facts["reason"] = str(error)
+        return facts
+    facts["topology"], facts["topology_error"] = gpu.read_topology(module.run_command, smi)
     return facts
 
 

@@ -11,8 +11,10 @@ short_description: Report whether a node is ready for GPUDirect RDMA
 description:
   - Reads which of C(nvidia), C(nvidia_peermem), the retired C(nv_peer_mem), C(gdrdrv) (GDRCopy), C(nvidia_fs) (GPUDirect
     Storage), C(ib_core) and C(mlx5_core) are loaded, from C(/sys/module).
-  - Where C(nvidia-smi) answers, finds each GPU's nearest NIC in C(nvidia-smi topo -m) and flags GPUs whose nearest NIC
-    is further than a PCIe switch (PXB), where GPUDirect RDMA loses most of its benefit.
+  - Finds each GPU's nearest RDMA device in C(nvidia-smi topo -m) and flags GPUs whose nearest NIC is further than a
+    PCIe switch (PXB), where GPUDirect RDMA loses most of its benefit.
+  - On a node with GPUs and RDMA devices, a topology that cannot be read (no C(nvidia-smi), a failing one, output it
+    cannot parse, no NIC in it) makes the node not ready, with the reason.
   - Changes nothing; supports check mode.
 extends_documentation_fragment:
   - hpcml.cluster.sysfs
@@ -38,8 +40,9 @@ ansible_facts:
   contains:
     hpcml_gpudirect:
       description: C(ready), C(reason) when not ready, C(modules) (loaded module -> version), C(peermem_loaded),
-        C(legacy_nv_peer_mem_loaded), C(gdrcopy_loaded), C(gds_loaded), C(nearest_nics) (GPU -> link and NICs),
-        C(gpus_far_from_nic).
+        C(legacy_nv_peer_mem_loaded), C(gdrcopy_loaded), C(gds_loaded), C(nearest_nics) (GPU -> link and RDMA devices),
+        C(gpus_far_from_nic), C(topology_error) (why nvidia-smi topo -m could not be read), C(topology_problem) (why GPU
+        to NIC distances cannot be judged on a node with RDMA devices; also the C(reason) when it is the only one).
       type: dict
 """
 
@@ -49,23 +52,28 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, gpudirect, pci, rdma
 
 
+def read_topology(module):
+    smi = module.params["nvidia_smi"] or module.get_bin_path("nvidia-smi")
+    if not smi or not os.access(smi, os.X_OK):
+        return None, "nvidia-smi is not installed"
+    return gpu.read_topology(module.run_command, smi)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={"sysfs_root": {"type": "path", "default": "/sys"}, "nvidia_smi": {"type": "path"}},
         supports_check_mode=True,
     )
     root = module.params["sysfs_root"]
-    devices = pci.scan(root)
-    gpu_present = gpu.from_pci(devices)["pci_count"] > 0
+    gpu_present = gpu.from_pci(pci.scan(root))["pci_count"] > 0
     rdma_present = bool(rdma.scan_devices(root))
-    topology = None
-    smi = module.params["nvidia_smi"] or module.get_bin_path("nvidia-smi")
-    if gpu_present and smi and os.access(smi, os.X_OK):
-        rc, out, _err = module.run_command([smi, "topo", "-m"])
-        if rc == 0:
-            topology = gpu.parse_topo_matrix(out)
+    topology, error, problem = None, None, None
+    if gpu_present:
+        topology, error = read_topology(module)
+        problem = gpudirect.topology_problem(rdma_present, topology, error)
     facts = gpudirect.summarize(gpu_present, rdma_present, gpudirect.loaded_modules(root),
-                                gpudirect.nearest_nics(topology))
+                                gpudirect.nearest_nics(topology) if topology else {}, problem)
+    facts.update({"topology_error": error, "topology_problem": problem})
     module.exit_json(changed=False, ansible_facts={"hpcml_gpudirect": facts})
 
 

@@ -56,6 +56,7 @@ test: deps lint unit molecule e2e
 
 lint: deps
 	yamllint --strict .
+	ruff check .
 	ansible-lint
 	ansible-playbook --syntax-check site.yml
 

@@ -140,7 +140,7 @@ def test_topology_error_output_is_refused_with_the_output(fixture_text):
 
 
 def test_empty_topology_is_refused():
-    with pytest.raises(parsing.ParseError, match="^nvidia-smi topo -m printed nothing$"):
+    with pytest.raises(parsing.ParseError, match=r"^nvidia-smi topo -m printed nothing$"):
         gpu.parse_topo_matrix("\n")
 
 

@@ -6,8 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchrunner import results
 from test_facts_modules import fake_nvidia_smi
+
+from benchrunner import results
 from unit_paths import PROJECT
 
 BUSES = ["84", "85"]

@@ -83,7 +83,7 @@ def test_ibv_devinfo_adds_mtu_and_lids_to_sysfs_ports(sysfs, fixture_text):
 
 
 def test_ibv_devinfo_without_devices_is_refused():
-    with pytest.raises(parsing.ParseError, match="^ibv_devinfo: no hca_id line; its output began 'No IB devices found'$"):
+    with pytest.raises(parsing.ParseError, match=r"^ibv_devinfo: no hca_id line; its output began 'No IB devices found'$"):
         rdma.parse_ibv_devinfo("No IB devices found\n")
 
 
@@ -132,5 +132,5 @@ def test_ibstat_that_panicked_midway_is_refused(fixture_text):
 
 
 def test_ibstat_without_a_ca_is_refused():
-    with pytest.raises(parsing.ParseError, match="^ibstat: no CA line"):
+    with pytest.raises(parsing.ParseError, match=r"^ibstat: no CA line"):
         rdma.parse_ibstat("ibpanic: [12] main: can't open 'mlx5_0': No such file or directory\n")

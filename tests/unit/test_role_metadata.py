@@ -1,5 +1,7 @@
 """Every role documents what it takes: argument specs that mirror its defaults, a README naming each variable."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,8 +44,6 @@ def test_readme_lists_every_variable(role):
 
 
 def test_readmes_are_generated_from_the_specs():
-    import subprocess
-    import sys
     result = subprocess.run([sys.executable, str(PROJECT / "tools" / "role_readme.py"), "--check"],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

@@ -39,8 +39,8 @@ def render(tmp_path: Path, **facts) -> dict[str, str]:
              "_slurm_use_cgroup": True, "_slurm_cgroup_reason": "", "_slurm_use_nvml": False, **facts}
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
     run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                          "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(extra), str(playbook)], cwd=PROJECT, env=env, capture_output=True, text=True,
-                         check=False)
+                          "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(extra), str(playbook)],
+                         cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-3000:]
     return {name: (tmp_path / name).read_text() for name in ("slurm.conf", "gres.conf", "cgroup.conf")}
 

@@ -45,7 +45,7 @@ def parse_smi_xml(text: str) -> dict:
     try:
         root = ET.fromstring(text)
     except ET.ParseError as error:
-        raise parsing.fail(SMI_XML, "not XML (%s)" % error, text) from None
+        raise parsing.fail(SMI_XML, f"not XML ({error})", text) from None
     if root.tag != "nvidia_smi_log":
         raise parsing.fail(SMI_XML, "no <nvidia_smi_log> element", text)
     gpus = []
@@ -69,7 +69,7 @@ def parse_smi_xml(text: str) -> dict:
         })
     attached = _text(root, "attached_gpus")
     if attached is not None and int(attached) != len(gpus):
-        raise parsing.fail(SMI_XML, "<attached_gpus> says %s but %d <gpu> elements follow" % (attached, len(gpus)), text)
+        raise parsing.fail(SMI_XML, f"<attached_gpus> says {attached} but {len(gpus)} <gpu> elements follow", text)
     return {
         "driver_version": _text(root, "driver_version"),
         "cuda_version": _text(root, "cuda_version"),
@@ -132,7 +132,7 @@ def _nic_names(devices: list[str], legend: dict[str, str], text: str) -> dict[st
         if device.startswith("GPU"):
             continue
         if re.match(r"^NIC\d+$", device) and device not in legend:
-            raise parsing.fail(SMI_TOPO, "column %s has no entry in a NIC Legend" % device, text)
+            raise parsing.fail(SMI_TOPO, f"column {device} has no entry in a NIC Legend", text)
         names[device] = legend.get(device, device)
     return names
 
@@ -149,17 +149,17 @@ def parse_topo_matrix(text: str) -> dict:
             break
         name, values = cells[0], cells[1:]
         if name not in devices:
-            raise parsing.fail(SMI_TOPO, "row %s is not a column of the header" % name, text)
+            raise parsing.fail(SMI_TOPO, f"row {name} is not a column of the header", text)
         row = values[:len(devices)]
         if len(row) < len(devices) or not all(LINK.match(value) for value in row):
-            raise parsing.fail(SMI_TOPO, "row %s does not hold a link type for each of %d devices" % (name, len(devices)),
+            raise parsing.fail(SMI_TOPO, f"row {name} does not hold a link type for each of {len(devices)} devices",
                                text)
         links[name] = dict(zip(devices, row))
         if name.startswith("GPU"):
             affinity[name] = _affinity(columns, values[len(devices):])
     missing = [device for device in devices if device not in links]
     if missing:
-        raise parsing.fail(SMI_TOPO, "no row for %s" % ", ".join(missing), text)
+        raise parsing.fail(SMI_TOPO, "no row for {}".format(", ".join(missing)), text)
     nvlink = any(link.startswith("NV") for row in links.values() for link in row.values())
     return {"devices": devices, "links": links, "affinity": affinity, "nvlink": nvlink,
             "nics": _nic_names(devices, _nic_legend(lines), text)}

@@ -43,7 +43,7 @@ def topology_problem(rdma_present: bool, topology: dict | None, error: str | Non
     if not rdma_present:
         return None
     if error:
-        return "the GPU/NIC topology could not be read: %s" % error
+        return f"the GPU/NIC topology could not be read: {error}"
     if not topology["nics"]:
         return "nvidia-smi topo -m shows no NIC although the node has RDMA devices"
     return None

@@ -26,11 +26,11 @@ def excerpt(text: str, limit: int = 120) -> str:
 def fail(tool: str, problem: str, text: str) -> ParseError:
     """A ParseError saying which tool's output could not be read, why, and how that output began."""
     if not text.strip():
-        return ParseError("%s printed nothing" % tool)
-    return ParseError("%s: %s; its output began %s" % (tool, problem, excerpt(text)))
+        return ParseError(f"{tool} printed nothing")
+    return ParseError(f"{tool}: {problem}; its output began {excerpt(text)}")
 
 
 def exited(tool: str, rc: int, err: str, out: str, limit: int = 200) -> str:
     """Why a tool that exited non-zero gave nothing to parse: its status and the start of what it said."""
     said = (err or out).strip()
-    return "%s exited with %d: %s" % (tool, rc, said[:limit] + (" ..." if len(said) > limit else ""))
+    return f"{tool} exited with {rc}: {said[:limit]}{' ...' if len(said) > limit else ''}"

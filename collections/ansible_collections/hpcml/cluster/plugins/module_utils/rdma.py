@@ -68,7 +68,7 @@ def summarize(pci_devices, devices):
     elif adapters:
         reason = "RDMA adapters on the PCI bus but no RDMA driver bound (install OFED or rdma-core)"
     else:
-        reason = "no RDMA adapter found on the PCI bus (vendor %s)" % ", ".join(RDMA_VENDORS)
+        reason = "no RDMA adapter found on the PCI bus (vendor {})".format(", ".join(RDMA_VENDORS))
     return {
         "present": bool(devices),
         "reason": reason,
@@ -141,7 +141,7 @@ def parse_ibstat(text: str) -> dict:
             key = _IBSTAT_FIELDS.get(field.group(1), field.group(1).lower().replace(" ", "_"))
             (port if port is not None else device)[key] = field.group(2)
         else:
-            raise parsing.fail(IBSTAT, "unexpected line %r after CA %r" % (line.strip(), list(devices)[-1]), text)
+            raise parsing.fail(IBSTAT, f"unexpected line {line.strip()!r} after CA {list(devices)[-1]!r}", text)
     _require_ports(IBSTAT, devices, "no CA line", text)
     return devices
 
@@ -152,7 +152,7 @@ def _require_ports(tool: str, devices: dict, nothing: str, text: str) -> None:
         raise parsing.fail(tool, nothing, text)
     portless = [name for name, device in devices.items() if not device["ports"]]
     if portless:
-        raise parsing.fail(tool, "no port listed for %s" % ", ".join(portless), text)
+        raise parsing.fail(tool, "no port listed for {}".format(", ".join(portless)), text)
 
 
 def merge_port_details(devices: list, parsed: dict) -> list:

@@ -44,6 +44,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, parsing, pci
 
 
@@ -52,15 +53,15 @@ def gather(module):
     facts.update({"present": facts["pci_count"] > 0, "driver_count": 0, "driver_version": None, "cuda_version": None,
                   "gpus": [], "topology": None, "topology_error": None, "reason": None})
     if not facts["present"]:
-        facts["reason"] = "no NVIDIA GPU found on the PCI bus (vendor %s)" % pci.NVIDIA_VENDOR
+        facts["reason"] = f"no NVIDIA GPU found on the PCI bus (vendor {pci.NVIDIA_VENDOR})"
         return facts
     smi = module.params["nvidia_smi"] or module.get_bin_path("nvidia-smi")
     if not smi or not os.access(smi, os.X_OK):
-        facts["reason"] = "%d NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed" % facts["pci_count"]
+        facts["reason"] = f"{facts['pci_count']} NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed"
         return facts
     rc, out, err = module.run_command([smi, "-q", "-x"])
     if rc != 0:
-        facts["reason"] = "nvidia-smi failed (driver not loaded?): %s" % (err or out).strip()
+        facts["reason"] = f"nvidia-smi failed (driver not loaded?): {(err or out).strip()}"
         return facts
     try:
         facts.update(gpu.parse_smi_xml(out))

@@ -49,6 +49,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, gpudirect, pci, rdma
 
 

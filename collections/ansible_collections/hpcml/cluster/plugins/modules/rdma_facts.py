@@ -48,8 +48,8 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.hpcml.cluster.plugins.module_utils import parsing, pci, rdma
 
+from ansible_collections.hpcml.cluster.plugins.module_utils import parsing, pci, rdma
 
 # The tools that know each port's MTU and LIDs, best first, with their arguments and parsers.
 TOOLS = (("ibv_devinfo", ["-v"], rdma.parse_ibv_devinfo), ("ibstat", [], rdma.parse_ibstat))
@@ -61,7 +61,7 @@ def port_details(module, devices):
         tool = module.params[name] or module.get_bin_path(name)
         if not tool or not os.access(tool, os.X_OK):
             continue
-        rc, out, err = module.run_command([tool] + args)
+        rc, out, err = module.run_command([tool, *args])
         if rc != 0:
             return None, parsing.exited(name, rc, err, out)
         try:

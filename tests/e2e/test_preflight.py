@@ -105,3 +105,18 @@ def test_two_inventory_names_for_one_machine(tmp_path):
     outcome = run_site(inventory=str(path))
     assert_stopped_in_preflight(outcome, f"alias-of-node1 and {first} are one machine (the same /etc/machine-id)")
     assert_stopped_in_preflight(outcome, f"alias-of-node1 and {first} answer to one hostname, {first}")
+
+
+def test_a_reserved_run_id():
+    assert_stopped_in_preflight(run_site(extravars={"benchrunner_run_id": "latest"}),
+                                "run id 'latest' is reserved for the results folder's own latest")
+
+
+def test_a_run_id_that_already_has_results(tmp_path):
+    earlier = tmp_path / "results" / "earlier-run"
+    earlier.mkdir(parents=True)
+    (earlier / "summary.json").write_text("{}")
+    settings = {"benchrunner_run_id": "earlier-run", "benchrunner_results_dir": str(tmp_path / "results")}
+    assert_stopped_in_preflight(run_site(extravars=settings),
+                                f"{earlier} already holds a run: choose another benchrunner_run_id")
+    assert (earlier / "summary.json").read_text() == "{}"

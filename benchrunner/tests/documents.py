@@ -37,6 +37,7 @@ def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: 
         },
         "step_times_s": step_times,
         "losses": losses,
+        "device": {"asked_gpu": False, "trained_on": "/job:localhost/replica:0/task:0/device:CPU:0", "gpus_visible": 0},
         "provenance": {
             "benchrunner": {"version": "0.1.0", "git_commit": "abc123"},
             "python": "3.11.2",

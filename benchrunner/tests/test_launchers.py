@@ -37,12 +37,20 @@ def test_mpirun_exports_the_network_settings_and_the_users_environment():
     argv = launchers.mpirun_argv(job(network="rdma"), "/run/hostfile")
     assert argv[:5] == ["mpirun", "-np", "6", "--hostfile", "/run/hostfile"]
     exported = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"]
-    assert exported == ["BENCHRUNNER_LAUNCHED_AT", "PATH", "NCCL_DEBUG=INFO", "NCCL_IB_DISABLE=0",
+    assert exported == ["BENCHRUNNER_LAUNCHED_AT", "PATH", "BENCHRUNNER_GPU=1", "NCCL_DEBUG=INFO", "NCCL_IB_DISABLE=0",
                         "NCCL_NET_GDR_LEVEL=PHB"]
 
 
 def test_user_environment_overrides_the_network_defaults():
-    assert job(network="tcp", env=(("NCCL_IB_DISABLE", "0"),)).environment() == {"NCCL_IB_DISABLE": "0"}
+    assert job(network="tcp", env=(("NCCL_IB_DISABLE", "0"),)).environment() == {"NCCL_IB_DISABLE": "0",
+                                                                                "BENCHRUNNER_GPU": "1"}
+
+
+def test_the_job_tells_every_rank_whether_it_asked_for_a_gpu():
+    assert job(gpus_per_node=4).environment()[launchers.GPU_ENV] == "1"
+    assert job(gpus_per_node=0, hosts=("a", "b", "c", "d", "e", "f")).environment()[launchers.GPU_ENV] == "0"
+    # Not the user's to override: sanity reads it as what the job asked.
+    assert job(env=(("BENCHRUNNER_GPU", "0"),)).environment()[launchers.GPU_ENV] == "1"
 
 
 def test_horovodrun_places_ranks_with_host_slots_and_sees_no_rank_options():

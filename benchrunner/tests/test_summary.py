@@ -106,3 +106,21 @@ def test_write_produces_files_and_moves_latest(run_dir, make_rank):
 def test_markdown_names_failed_checks(run_dir, make_rank):
     document = summary.summarize(run_dir(make_rank(0, size=3), make_rank(1, size=3)))
     assert "sanity: FAILED: expected ranks 0..2, got [0, 1]" in summary.render_markdown(document)
+
+
+def test_a_rank_that_asked_for_a_gpu_and_trained_on_the_cpu_fails_sanity(run_dir, make_rank):
+    on_gpu = {"asked_gpu": True, "trained_on": "/job:localhost/replica:0/task:0/device:GPU:0", "gpus_visible": 1}
+    on_cpu = {"asked_gpu": True, "trained_on": "/job:localhost/replica:0/task:0/device:CPU:0", "gpus_visible": 0}
+    first, second = make_rank(0), make_rank(1)
+    first["device"], second["device"] = on_gpu, on_cpu
+    document = summary.summarize(run_dir(first, second))
+    check = checks_by_name(document)["trained where asked"]
+    assert check["passed"] is False
+    assert check["detail"] == ("rank 1 on node2 trained on /job:localhost/replica:0/task:0/device:CPU:0 though the job "
+                               "asked for a GPU: TensorFlow saw 0 GPU(s) (built with CUDA 12.2, cuDNN 8)")
+    assert document["sanity"]["passed"] is False
+
+
+def test_ranks_on_their_gpus_and_cpu_runs_pass_the_device_check(run_dir, make_rank):
+    assert checks_by_name(summary.summarize(run_dir(make_rank(0), make_rank(1))))["trained where asked"] == {
+        "name": "trained where asked", "passed": True, "detail": "CPU run: no GPU asked for"}

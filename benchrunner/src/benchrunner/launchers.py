@@ -39,6 +39,9 @@ NCCL_ENV = {
 LAUNCHED_AT_ENV = "BENCHRUNNER_LAUNCHED_AT"
 # `benchrunner rank` runs the program these arguments name (train or allreduce).
 RANK_ARGV_ENV = "BENCHRUNNER_RANK_ARGV"
+# "1" when the job asks every rank to train on a GPU of its own: the rank records where it trained, and sanity fails
+# a run whose ranks asked for a GPU and trained on the CPU.
+GPU_ENV = "BENCHRUNNER_GPU"
 # What each value that reaches a batch script, hostfile, manifest or command line may be: data is quoted where it
 # is written, and these keep a value from being read as more than one (a newline is a new hostfile line or
 # script command).
@@ -115,8 +118,9 @@ class Job:
         self.workload.validate()
 
     def environment(self) -> dict[str, str]:
-        """What every rank gets: the network mode's NCCL settings, then the user's (which win)."""
-        return {**NCCL_ENV[self.network], **dict(self.env)}
+        """What every rank gets: the network mode's NCCL settings, then the user's (which win), and whether the job
+        asked for GPUs (not the user's to change)."""
+        return {**NCCL_ENV[self.network], **dict(self.env), GPU_ENV: "1" if self.gpus_per_node else "0"}
 
     def rank_argv(self) -> list[str]:
         """The program every rank runs."""

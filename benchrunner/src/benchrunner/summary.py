@@ -22,6 +22,24 @@ def load_ranks(run_dir: Path) -> list[dict[str, Any]]:
     return [results.load(results.RANK_RESULT, f) for f in files]
 
 
+def _device_check(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A job that asked for GPUs passes only if every rank's weights lived on a GPU: a rank that fell back to the
+    CPU (no usable CUDA or cuDNN for its TensorFlow, no GPU visible) would otherwise pass as a slow GPU run."""
+    problems = []
+    for r in ranks:
+        device = r.get("device")
+        if device is None:
+            problems.append(f"rank {r['rank']} recorded no device")
+        elif device["asked_gpu"] and ":GPU:" not in device["trained_on"].upper():
+            tf = r["provenance"]["tensorflow"]
+            problems.append(f"rank {r['rank']} on {r['host']} trained on {device['trained_on']} though the job asked for "
+                            f"a GPU: TensorFlow saw {device['gpus_visible']} GPU(s) (built with CUDA {tf.get('cuda')}, "
+                            f"cuDNN {tf.get('cudnn')})")
+    asked = any(r.get("device", {}).get("asked_gpu") for r in ranks)
+    return {"name": "trained where asked", "passed": not problems,
+            "detail": "; ".join(problems) or ("every rank on its GPU" if asked else "CPU run: no GPU asked for")}
+
+
 def sanity_checks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Checks a run must pass before its numbers mean anything."""
     size = ranks[0]["size"]
@@ -42,6 +60,7 @@ def sanity_checks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {"name": "one run id", "passed": len(run_ids) == 1, "detail": f"run ids {sorted(run_ids)}"},
         {"name": "loss is finite", "passed": not bad_losses,
          "detail": "non-finite loss on " + ", ".join(bad_losses) if bad_losses else "every step's loss is finite"},
+        _device_check(ranks),
         {"name": "same workload on every rank", "passed": len(workloads) == 1,
          "detail": f"{len(workloads)} distinct workload settings"},
     ]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchrunner import data, models, provenance, results, stats
+from benchrunner.launchers import GPU_ENV
 from benchrunner.workload import Workload
 
 PROCESS_STARTED_AT = time.time()
@@ -147,6 +148,12 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
         },
         "step_times_s": step_times,
         "losses": losses,
+        "device": {
+            "asked_gpu": os.environ.get(GPU_ENV) == "1",
+            # Where the model's weights live, so where the steps ran: /.../device:GPU:0, or CPU:0.
+            "trained_on": model.trainable_variables[0].device,
+            "gpus_visible": len(tf.config.list_physical_devices("GPU")),
+        },
         "provenance": context.provenance(tf, hvd),
     }
     results.save(results.RANK_RESULT, document, context.output_dir / f"rank-{hvd.rank():05d}.json")

@@ -42,3 +42,48 @@ def test_hcas_are_read_from_sysfs(tmp_path):
     assert provenance.hcas(str(tmp_path)) == [{"name": "mlx5_0", "board_id": "", "fw_ver": "20.31.1014", "ports": [
         {"port": 1, "state": "4: ACTIVE", "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand"}]}]
     assert provenance.hcas(str(tmp_path / "absent")) == []
+
+
+class FakeTensor:
+    def __init__(self, log: list[str], generation: int = 0) -> None:
+        self.log, self.generation = log, generation
+
+    def numpy(self) -> float:
+        self.log.append("to host")
+        return 1.0
+
+    def __getitem__(self, _: int) -> "FakeTensor":
+        return self
+
+
+class FakeTF:
+    float32 = "float32"
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def function(self, fn):
+        return fn
+
+    def ones(self, shape, dtype):
+        return FakeTensor(self.log)
+
+    def reshape(self, tensor, shape):
+        return tensor
+
+
+class FakeHorovod:
+    Average = "average"
+
+    def allreduce(self, tensor: FakeTensor, op: str) -> FakeTensor:
+        tensor.log.append(f"allreduce {op} of generation {tensor.generation}")
+        return FakeTensor(tensor.log, tensor.generation + 1)
+
+
+def test_the_sweep_times_back_to_back_operations_with_one_synchronisation():
+    log: list[str] = []
+    count, seconds = allreduce.seconds_per_operation(FakeTF(log), FakeHorovod(), 64 * 1024 * 1024)
+    assert count == 16 and seconds >= 0
+    # Untimed warmup, then the timed call: each is `count` chained allreduces and a single read to the host.
+    chained = [f"allreduce average of generation {g}" for g in range(count)]
+    assert log == [*chained, "to host", *chained, "to host"]

@@ -87,3 +87,8 @@ def test_the_sweep_times_back_to_back_operations_with_one_synchronisation():
     # Untimed warmup, then the timed call: each is `count` chained allreduces and a single read to the host.
     chained = [f"allreduce average of generation {g}" for g in range(count)]
     assert log == [*chained, "to host", *chained, "to host"]
+
+
+def test_message_sizes_must_be_whole_float32_elements():
+    with pytest.raises(ValueError, match=r"min a multiple of 4 .* got min 6, max 64"):
+        allreduce.sizes(6, 64)

@@ -34,9 +34,15 @@ def test_defaults_need_no_options():
     ({"precision": "fp8"}, "precision 'fp8' is not one of"),
     ({"batch_size": 0}, "batch size and measured steps must be >= 1"),
     ({"warmup_steps": 0}, "warmup steps must be >= 1"),
-    ({"image_size": 4}, "image size must be >= 8"),
-    ({"learning_rate": 0.0}, "learning rate must be > 0"),
-    ({"cycle_time_ms": 0.0}, "cycle time > 0 ms"),
+    ({"image_size": 4}, "image size 4 is below the 8 px small_cnn accepts"),
+    ({"model": "resnet50", "image_size": 31}, "image size 31 is below the 32 px resnet50 accepts"),
+    ({"model": "inception_v3", "image_size": 64}, "image size 64 is below the 75 px inception_v3 accepts"),
+    ({"learning_rate": 0.0}, r"learning rate must be a finite number > 0 \(got 0.0\)"),
+    ({"learning_rate": float("nan")}, r"learning rate must be a finite number > 0 \(got nan\)"),
+    ({"learning_rate": float("inf")}, r"learning rate must be a finite number > 0 \(got inf\)"),
+    ({"cycle_time_ms": 0.0}, r"cycle time must be a finite number > 0 ms"),
+    ({"cycle_time_ms": float("nan")}, r"cycle time must be a finite number > 0 ms \(got nan\)"),
+    ({"fusion_threshold_mb": -1}, r"fusion threshold must be >= 0 MiB \(got -1\)"),
 ])
 def test_invalid_settings_are_named(changes, message):
     with pytest.raises(ValueError, match=message):

@@ -21,8 +21,9 @@ MAX_BYTES = 256 * 1024 * 1024
 
 def sizes(min_bytes: int = MIN_BYTES, max_bytes: int = MAX_BYTES) -> list[int]:
     """Powers of two from min_bytes to max_bytes (float32 elements, so at least 4 bytes)."""
-    if min_bytes < 4 or max_bytes < min_bytes:
-        raise ValueError("message sizes must satisfy 4 <= min <= max bytes")
+    if min_bytes < 4 or max_bytes < min_bytes or min_bytes % 4:
+        raise ValueError(f"message sizes must satisfy 4 <= min <= max bytes with min a multiple of 4 (float32 "
+                         f"elements), got min {min_bytes}, max {max_bytes}")
     out, size = [], min_bytes
     while size <= max_bytes:
         out.append(size)

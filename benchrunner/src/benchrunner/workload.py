@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -50,13 +51,18 @@ class Workload:
         if self.warmup_steps < 1:
             # The first step traces the graph and broadcasts rank 0's weights: never a steady-state step.
             problems.append("warmup steps must be >= 1")
-        if self.image_size < 8 or self.num_classes < 2:
-            problems.append("image size must be >= 8 and classes >= 2")
-        if self.learning_rate <= 0:
-            problems.append("learning rate must be > 0")
-        if (self.fusion_threshold_mb is not None and self.fusion_threshold_mb < 0) or \
-                (self.cycle_time_ms is not None and self.cycle_time_ms <= 0):
-            problems.append("fusion threshold must be >= 0 MiB and cycle time > 0 ms")
+        smallest = models.MIN_IMAGE_SIZE.get(self.model, 8)
+        if self.image_size < smallest:
+            problems.append(f"image size {self.image_size} is below the {smallest} px {self.model} accepts")
+        if self.num_classes < 2:
+            problems.append("classes must be >= 2")
+        # Written so that NaN fails too: every comparison with NaN is false.
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            problems.append(f"learning rate must be a finite number > 0 (got {self.learning_rate})")
+        if self.fusion_threshold_mb is not None and not self.fusion_threshold_mb >= 0:
+            problems.append(f"fusion threshold must be >= 0 MiB (got {self.fusion_threshold_mb})")
+        if self.cycle_time_ms is not None and not (math.isfinite(self.cycle_time_ms) and self.cycle_time_ms > 0):
+            problems.append(f"cycle time must be a finite number > 0 ms (got {self.cycle_time_ms})")
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -57,6 +57,10 @@ def test_matrix_expands_every_axis_gpu_count_and_repeat(campaign_file):
     ({"colour": "blue"}, "Additional properties are not allowed"),
     ({"workloads": {"model": ["alexnet"]}}, "point train-alexnet.*model 'alexnet' is not one of"),
     ({"workloads": {"epochs": [1]}}, "unknown workload settings: epochs"),
+    ({"workloads": {"batch_size": [32, 32]}}, "at workloads/batch_size: .* has non-unique elements"),
+    ({"stacks": ["baremetal", "k8s"], "launchers": {"k8s": "srun"}}, "launcher srun does not run on stack k8s"),
+    ({"fixed": {"data_dir": "datasets/cxr"}, "workloads": {"data": ["images"]}},
+     "data directory 'datasets/cxr' must be an absolute path"),
 ])
 def test_bad_campaigns_fail_before_anything_runs(campaign_file, change, message):
     with pytest.raises(results.ResultError, match=message):

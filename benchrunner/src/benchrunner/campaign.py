@@ -59,6 +59,10 @@ def load(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise results.ResultError(f"{path}: a campaign is a mapping (name, gpus, workloads, ...)")
     results.validate(results.CAMPAIGN, document, str(path))
+    for stack, launcher in document.get("launchers", {}).items():
+        if stack not in launchers.LAUNCHER_STACKS[launcher]:
+            raise results.ResultError(f"{path}: launcher {launcher} does not run on stack {stack} (it runs on "
+                                      f"{', '.join(launchers.LAUNCHER_STACKS[launcher])})")
     # Every point's workload must be valid before the first run starts, not when its turn comes.
     dataset_dir = {**DEFAULT_DATASET, **document.get("dataset", {})}["dir"]
     for point in points(document):

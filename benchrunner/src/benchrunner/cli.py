@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import shutil
@@ -353,6 +354,14 @@ def _add_pool(parser: argparse.ArgumentParser) -> None:
                         "into one figure anyway; the report names what was pooled. Repeatable.")
 
 
+def _positive_seconds(value: str) -> float:
+    """A timeout: 0 or less would mean wait forever or never, NaN would never compare."""
+    seconds = float(value)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {value!r}")
+    return seconds
+
+
 def _command(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     return sub.add_parser(name, allow_abbrev=False, **kwargs)
 
@@ -430,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--manifest-out", help="also write the validated MPIJob here")
     group.add_argument("--kubeconfig", help="kubeconfig of the cluster to run the MPIJob on (default: ~/.kube/config)")
     group.add_argument("--collect-dir", help="the run's folder on this host; rank results go to its raw/")
-    group.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the MPIJob to finish")
+    group.add_argument("--timeout", type=_positive_seconds, default=3600, help="seconds to wait for the MPIJob to finish")
     group.add_argument("--keep", action="store_true", help="leave the MPIJob in the cluster after it finished")
     add_arguments(p)
     _add_sweep(p)

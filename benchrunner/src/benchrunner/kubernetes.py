@@ -113,6 +113,11 @@ def _builtin(document: dict[str, Any], kubernetes_version: str, what: str) -> No
     except kubernetes_validate.ValidationError as exc:
         where = "/".join(str(p) for p in exc.path) or "(top level)"
         raise ValueError(f"{what} is not valid Kubernetes {kubernetes_version} at {where}: {exc.message}") from exc
+    except kubernetes_validate.utils.VersionNotSupportedError as exc:
+        known = kubernetes_validate.utils.all_versions()
+        raise ValueError(f"Kubernetes {kubernetes_version}: the offline validator knows {known[0]} to {known[-1]}; "
+                         "set a release it knows (the project validates against the API of the release it "
+                         "installs)") from exc
     except kubernetes_validate.SchemaNotFoundError as exc:
         raise ValueError(f"{what}: Kubernetes {kubernetes_version} has no {document.get('apiVersion')} "
                          f"{document.get('kind')}, and no schema of this project covers it") from exc

@@ -44,6 +44,9 @@ class Workload:
             problems.append(f"data {self.data!r} is not one of {', '.join(DATA_MODES)}")
         if self.data != "synthetic" and not self.data_dir:
             problems.append(f"data {self.data!r} needs a data directory")
+        if self.data_dir is not None and not self.data_dir.startswith("/"):
+            # Ranks start in whatever folder their launcher chose: a relative folder means a different one on each.
+            problems.append(f"data directory {self.data_dir!r} must be an absolute path")
         if self.precision not in PRECISIONS:
             problems.append(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.batch_size < 1 or self.measured_steps < 1:

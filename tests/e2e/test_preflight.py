@@ -105,3 +105,8 @@ def test_two_inventory_names_for_one_machine(tmp_path):
     outcome = run_site(inventory=str(path))
     assert_stopped_in_preflight(outcome, f"alias-of-node1 and {first} are one machine (the same /etc/machine-id)")
     assert_stopped_in_preflight(outcome, f"alias-of-node1 and {first} answer to one hostname, {first}")
+
+
+def test_mpi_ssh_user_root_is_refused_before_any_change():
+    assert_stopped_in_preflight(run_site(extravars={"mpi_ssh_user": "root", "mpi_ssh_uid": 0}),
+                                "mpi_ssh_user 'root' (uid 0, group 'hpcbench') cannot be the MPI account")

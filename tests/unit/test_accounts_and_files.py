@@ -92,3 +92,31 @@ def test_an_existing_mpi_account_with_its_own_uid_passes(tmp_path):
     run = play(tmp_path, MPI_PREFLIGHT, {"mpi_ssh_user": account.pw_name, "mpi_ssh_group": group,
                                          "mpi_ssh_uid": account.pw_uid})
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+TEST_CA = PROJECT / "molecule" / "node_base" / "files" / "test-ca.crt"
+KEY_BODY = "MC4CAQAwBQYDK2VwBCIEIHvOunitSECRETkeyMATERIALnotForAnyLog0000000"
+
+
+@pytest.mark.parametrize("header", ["PRIVATE KEY", "EC PRIVATE KEY", "ENCRYPTED PRIVATE KEY"])
+def test_a_ca_file_holding_a_private_key_is_refused_and_not_printed(tmp_path, header):
+    bundle = tmp_path / "proxy-ca.pem"
+    bundle.write_text(TEST_CA.read_text() + f"-----BEGIN {header}-----\n{KEY_BODY}\n-----END {header}-----\n")
+    run = play(tmp_path, role_tasks("trusted_ca"), {"trusted_ca_files": [str(bundle)]})
+    assert run.refused(f"{bundle} (in trusted_ca_files) holds a private key"), run.stdout[-3000:]
+    assert KEY_BODY not in run.stdout + run.stderr
+
+
+def test_a_ca_file_that_is_no_certificate_or_missing_is_refused(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a certificate\n")
+    run = play(tmp_path, role_tasks("trusted_ca", "00-preflight"), {"trusted_ca_files": [str(text)]})
+    assert run.refused(f"{text} (in trusted_ca_files) is not a PEM certificate"), run.stdout[-3000:]
+    run = play(tmp_path, role_tasks("trusted_ca", "00-preflight"), {"trusted_ca_files": [str(tmp_path / "gone.crt")]})
+    assert run.refused(f"{tmp_path / 'gone.crt'} (in trusted_ca_files) is not a file on the control host"), \
+        run.stdout[-3000:]
+
+
+def test_a_certificate_alone_passes(tmp_path):
+    run = play(tmp_path, role_tasks("trusted_ca", "00-preflight"), {"trusted_ca_files": [str(TEST_CA)]})
+    assert run.returncode == 0 and run.changed == 0, run.stdout[-3000:]

@@ -2,11 +2,13 @@
 
 import json
 import stat
+import subprocess
 
 import pytest
 from playbook_run import play, role_tasks
 
 from ansible_collections.hpcml.cluster.plugins.filter.redact_userinfo import redact_userinfo
+from unit_paths import PROJECT
 
 
 @pytest.mark.parametrize(("given", "recorded"), [
@@ -51,3 +53,10 @@ def test_a_role_record_keeps_no_mirror_credentials(tmp_path):
     assert "Hunter2pw" not in record.read_text()
     assert "Hunter2pw" not in run.stdout + run.stderr
     assert "https://***@mirror.example/cuda/repos/x/" in run.stdout
+
+
+@pytest.mark.parametrize("path", ["inventory/lab/credentials/mpi_ssh_ed25519", "inventory/site/a/credentials/key",
+                                  "credentials/key", "playbooks/credentials/munge.key"])
+def test_credentials_directories_are_ignored_at_any_depth(path):
+    check = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=PROJECT, check=False)
+    assert check.returncode == 0, f"{path} is not ignored by .gitignore"

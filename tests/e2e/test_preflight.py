@@ -120,3 +120,8 @@ def test_a_run_id_that_already_has_results(tmp_path):
     assert_stopped_in_preflight(run_site(extravars=settings),
                                 f"{earlier} already holds a run: choose another benchrunner_run_id")
     assert (earlier / "summary.json").read_text() == "{}"
+
+
+def test_mpi_ssh_user_root_is_refused_before_any_change():
+    assert_stopped_in_preflight(run_site(extravars={"mpi_ssh_user": "root", "mpi_ssh_uid": 0}),
+                                "mpi_ssh_user 'root' (uid 0, group 'hpcbench') cannot be the MPI account")

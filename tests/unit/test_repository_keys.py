@@ -1,0 +1,64 @@
+"""The repository-key check (nvidia_repo's key.yml, which the kubernetes role uses for pkgs.k8s.io too): exactly the
+expected key is installed; a key file holding another key besides it is refused and nothing is installed."""
+
+import os
+import subprocess
+
+import pytest
+from playbook_run import play, role_tasks
+
+
+def gpg(home, *args):
+    return subprocess.run(["gpg", "--batch", "--homedir", str(home), *args], capture_output=True, text=True, check=True)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    """Two signing keys, each with a subkey; returns their fingerprints and an exporter."""
+    home = tmp_path_factory.mktemp("gnupg")
+    os.chmod(home, 0o700)
+    fingerprints = []
+    for name in ("repo", "intruder"):
+        gpg(home, "--passphrase", "", "--quick-gen-key", f"{name} <{name}@example.org>", "ed25519", "sign", "never")
+        listing = gpg(home, "--with-colons", "--list-keys", f"{name}@example.org").stdout.splitlines()
+        fpr = next(line.split(":")[9] for i, line in enumerate(listing) if line.startswith("fpr:")
+                   and listing[i - 1].startswith("pub:"))
+        gpg(home, "--passphrase", "", "--quick-add-key", fpr, "cv25519", "encr", "never")
+        fingerprints.append(fpr)
+
+    def export(path, *names):
+        path.write_text(gpg(home, "--armor", "--export", *names).stdout)
+        return path
+    return fingerprints, export
+
+
+def install_key(tmp_path, key_file, fingerprint):
+    keyrings = tmp_path / "keyrings"
+    keyrings.mkdir()
+    tasks = role_tasks("nvidia_repo", "key")
+    tasks[0]["vars"] = {"nvidia_repo_add_name": "unit-repo", "nvidia_repo_add_key_url": f"file://{key_file}",
+                        "nvidia_repo_add_fingerprint": fingerprint}
+    return play(tmp_path, tasks, {"_nvidia_repo_keyring_dir": str(keyrings)}), keyrings
+
+
+def test_the_expected_key_with_its_subkey_is_installed(tmp_path, keys):
+    (repo, _), export = keys
+    run, keyrings = install_key(tmp_path, export(tmp_path / "repo.asc", "repo@example.org"), repo)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert (keyrings / "unit-repo.asc").read_text() == (tmp_path / "repo.asc").read_text()
+
+
+def test_a_key_file_with_an_extra_key_is_refused_and_nothing_installed(tmp_path, keys):
+    (repo, intruder), export = keys
+    run, keyrings = install_key(tmp_path, export(tmp_path / "both.asc", "repo@example.org", "intruder@example.org"), repo)
+    # gpg lists the keys in the order they were exported.
+    assert run.refused(f"holds the key(s) {repo}, {intruder}; expected exactly {repo} and no other"), \
+        run.stdout[-3000:]
+    assert list(keyrings.iterdir()) == []
+
+
+def test_another_key_alone_is_refused(tmp_path, keys):
+    (repo, intruder), export = keys
+    run, keyrings = install_key(tmp_path, export(tmp_path / "other.asc", "intruder@example.org"), repo)
+    assert run.refused(f"holds the key(s) {intruder}; expected exactly {repo} and no other"), run.stdout[-3000:]
+    assert list(keyrings.iterdir()) == []

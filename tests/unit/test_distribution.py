@@ -1,0 +1,123 @@
+"""Distribution details of the node-layer roles: the package names, repositories and guards each OS gets, rendered or
+run by Ansible from the roles' own vars and tasks with crafted facts (no node, no package manager)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unit_paths import PROJECT
+
+ROLES = PROJECT / "roles"
+OS_FACTS = {
+    "rhel8": {"os_family": "RedHat", "distribution": "RedHat", "distribution_major_version": "8",
+              "distribution_version": "8.10", "architecture": "x86_64", "kernel": "4.18.0-553.el8_10.x86_64"},
+    "rhel9": {"os_family": "RedHat", "distribution": "RedHat", "distribution_major_version": "9",
+              "distribution_version": "9.4", "architecture": "x86_64", "kernel": "5.14.0-427.el9.x86_64"},
+    "rocky8": {"os_family": "RedHat", "distribution": "Rocky", "distribution_major_version": "8",
+               "distribution_version": "8.10", "architecture": "x86_64", "kernel": "4.18.0-553.el8_10.x86_64"},
+    "rocky9": {"os_family": "RedHat", "distribution": "Rocky", "distribution_major_version": "9",
+               "distribution_version": "9.4", "architecture": "x86_64", "kernel": "5.14.0-427.el9.x86_64"},
+    "ubuntu2204": {"os_family": "Debian", "distribution": "Ubuntu", "distribution_major_version": "22",
+                   "distribution_version": "22.04", "architecture": "x86_64", "kernel": "5.15.0-119-generic"},
+    "ubuntu2404": {"os_family": "Debian", "distribution": "Ubuntu", "distribution_major_version": "24",
+                   "distribution_version": "24.04", "architecture": "x86_64", "kernel": "6.8.0-45-generic"},
+    "debian12": {"os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12",
+                 "distribution_version": "12.7", "architecture": "x86_64", "kernel": "6.1.0-25-amd64"},
+}
+HARDWARE = {"gpu_steps": "run", "gpu_skip_reason": None, "nvswitch_count": 0, "rdma_steps": "skip"}
+
+
+def playbook(tmp_path: Path, play: dict, facts: dict, extra: dict) -> subprocess.CompletedProcess:
+    path = tmp_path / "play.yml"
+    path.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, **play}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", f"ansible_python_interpreter={sys.executable}",
+                           "-e", json.dumps({"ansible_facts": facts, "node_facts_hardware": HARDWARE, **extra}), str(path)],
+                          cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+
+
+def role_vars(role: str, os_name: str | None = None) -> list[str]:
+    files = [ROLES / role / "defaults" / "main.yml", ROLES / role / "vars" / "main.yml"]
+    if os_name:
+        files.append(ROLES / role / "vars" / f"{os_name}.yml")
+    return [str(path) for path in files if path.is_file()]
+
+
+def render(tmp_path: Path, role: str, os_key: str, names: list[str], os_vars: str | None = None, **extra) -> dict:
+    """The role's variables in names as Ansible templates them for a node running os_key."""
+    out = tmp_path / "values.json"
+    probe = "{{ {" + ", ".join(f"'{name}': {name}" for name in names) + "} | to_json }}"
+    run = playbook(tmp_path, {"vars_files": role_vars(role, os_vars),
+                              "tasks": [{"ansible.builtin.copy": {"dest": str(out), "content": probe, "mode": "0644"}}]},
+                   OS_FACTS[os_key], extra)
+    assert run.returncode == 0, run.stdout[-3000:]
+    return json.loads(out.read_text())
+
+
+def run_tasks(tmp_path: Path, role: str, tasks_file: str, os_key: str, **extra) -> subprocess.CompletedProcess:
+    """A role's task file, run with the role's vars for a node running os_key (role_path points at the role)."""
+    tasks = yaml.safe_load((ROLES / role / "tasks" / tasks_file).read_text())
+    return playbook(tmp_path, {"vars_files": role_vars(role), "vars": {"role_path": str(ROLES / role)}, "tasks": tasks},
+                    OS_FACTS[os_key], extra)
+
+
+# --- Fabric Manager package names -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("os_key", "version", "packages"), [
+    ("rhel9", "570.172.08", ["nvidia-fabric-manager", "libnvidia-nscq-570"]),
+    ("rocky8", "550.163.01", ["nvidia-fabric-manager", "libnvidia-nscq-550"]),
+    ("ubuntu2204", "570.172.08", ["nvidia-fabricmanager-570", "libnvidia-nscq-570"]),
+    ("debian12", "535.247.01", ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("rhel9", "580.95.05", ["nvidia-fabricmanager", "libnvidia-nscq"]),
+    ("ubuntu2404", "580.95.05", ["nvidia-fabricmanager", "libnvidia-nscq"]),
+])
+def test_fabric_manager_package_names(tmp_path, os_key, version, packages):
+    values = render(tmp_path, "nvidia_fabricmanager", os_key, ["_nvidia_fabricmanager_packages"],
+                    nvidia_fabricmanager_version=version)
+    assert values["_nvidia_fabricmanager_packages"] == packages
+
+
+# --- cuDNN package names ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("os_key", "packages"), [
+    ("rhel8", ["libcudnn9-cuda-12", "libcudnn9-devel-cuda-12"]),
+    ("rocky9", ["libcudnn9-cuda-12", "libcudnn9-devel-cuda-12"]),
+    ("ubuntu2204", ["libcudnn9-cuda-12", "libcudnn9-dev-cuda-12"]),
+    ("debian12", ["libcudnn9-cuda-12", "libcudnn9-dev-cuda-12"]),
+])
+def test_cudnn_development_package_is_devel_on_rpm(tmp_path, os_key, packages):
+    assert render(tmp_path, "cuda_toolkit", os_key, ["_cuda_toolkit_cudnn_packages"])["_cuda_toolkit_cudnn_packages"] == packages
+
+
+def test_cudnn_8_is_refused_in_preflight(tmp_path):
+    run = run_tasks(tmp_path, "cuda_toolkit", "00-preflight.yml", "rhel9", cuda_toolkit_cudnn_version="8.9.7.29")
+    assert run.returncode != 0
+    assert "cuda_toolkit_cudnn_version is 8.9.7.29; this role installs cuDNN 9 or later" in run.stdout
+    assert run_tasks(tmp_path, "cuda_toolkit", "00-preflight.yml", "rhel9").returncode == 0
+
+
+# --- Debian 12's own archive: branch 535 only --------------------------------------------------------------------
+
+def driver_preflight(tmp_path, os_key, **extra):
+    return run_tasks(tmp_path, "nvidia_driver", "00-preflight.yml", os_key, **extra)
+
+
+def test_debian_12_distro_source_refuses_a_580_pin(tmp_path):
+    run = driver_preflight(tmp_path, "debian12", nvidia_repo_source="distro", nvidia_driver_kernel_modules="proprietary",
+                           nvidia_driver_version="580.95.05")
+    assert run.returncode != 0
+    assert "Debian 12's own archive carries NVIDIA driver branch 535 only, not 580" in " ".join(run.stdout.split())
+
+
+def test_debian_12_distro_source_takes_535_and_cuda_source_takes_580(tmp_path):
+    ok = driver_preflight(tmp_path, "debian12", nvidia_repo_source="distro", nvidia_driver_kernel_modules="proprietary",
+                          nvidia_driver_version="535.247.01")
+    assert ok.returncode == 0, ok.stdout[-2000:]
+    cuda = driver_preflight(tmp_path, "debian12", nvidia_repo_source="cuda", nvidia_driver_version="580.95.05")
+    assert cuda.returncode == 0, cuda.stdout[-2000:]

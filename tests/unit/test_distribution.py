@@ -105,7 +105,10 @@ def test_cudnn_8_is_refused_in_preflight(tmp_path):
 # --- Debian 12's own archive: branch 535 only --------------------------------------------------------------------
 
 def driver_preflight(tmp_path, os_key, **extra):
-    return run_tasks(tmp_path, "nvidia_driver", "00-preflight.yml", os_key, **extra)
+    tasks = yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "00-preflight.yml").read_text())
+    return playbook(tmp_path, {"vars_files": role_vars("nvidia_driver"), "vars": {"role_path": str(ROLES / "nvidia_driver")},
+                               "tasks": tasks},
+                    dict(OS_FACTS[os_key], hpcml_gpu={"present": True, "pci_device_ids": ["0x2330"], "gpus": []}), extra)
 
 
 def test_debian_12_distro_source_refuses_a_580_pin(tmp_path):
@@ -121,3 +124,44 @@ def test_debian_12_distro_source_takes_535_and_cuda_source_takes_580(tmp_path):
     assert ok.returncode == 0, ok.stdout[-2000:]
     cuda = driver_preflight(tmp_path, "debian12", nvidia_repo_source="cuda", nvidia_driver_version="580.95.05")
     assert cuda.returncode == 0, cuda.stdout[-2000:]
+
+
+# --- Open kernel modules need Turing or newer ---------------------------------------------------------------------
+
+def gpu_facts(*ids, architectures=()):
+    return {"present": bool(ids), "pci_device_ids": list(ids), "gpus": [{"architecture": a} for a in architectures]}
+
+
+def test_open_modules_refused_for_a_volta_gpu_before_any_driver_is_installed(tmp_path):
+    # Tesla V100 (GV100, 0x1db4) and an H100 (0x2330); nvidia-smi is not installed yet, so no architecture names.
+    facts = dict(OS_FACTS["ubuntu2204"], hpcml_gpu=gpu_facts("0x1db4", "0x2330"))
+    run = playbook(tmp_path, {"vars_files": role_vars("nvidia_driver"), "vars": {"role_path": str(ROLES / "nvidia_driver")},
+                              "tasks": yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "00-preflight.yml").read_text())},
+                   facts, {})
+    assert run.returncode != 0
+    assert "has GPUs older than Turing (PCI device 0x1db4)" in " ".join(run.stdout.split())
+
+
+def test_open_modules_fail_when_the_gpu_generation_cannot_be_told(tmp_path):
+    for gpu, why in [(None, "(no GPU facts: run the node_facts role first)"),
+                     ({"present": True, "gpus": []}, "(no GPU facts: run the node_facts role first)"),
+                     (gpu_facts(None), "unreadable PCI device ID(s) None")]:
+        facts = dict(OS_FACTS["rhel9"], **({"hpcml_gpu": gpu} if gpu is not None else {}))
+        run = playbook(tmp_path, {"vars_files": role_vars("nvidia_driver"), "vars": {"role_path": str(ROLES / "nvidia_driver")},
+                                  "tasks": yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "00-preflight.yml").read_text())},
+                       facts, {})
+        assert run.returncode != 0
+        assert "cannot tell whether its GPUs are Turing or newer" in " ".join(run.stdout.split())
+        assert why in " ".join(run.stdout.split())
+
+
+def test_open_modules_pass_for_turing_and_newer_and_proprietary_passes_volta(tmp_path):
+    tasks = yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "00-preflight.yml").read_text())
+    play = {"vars_files": role_vars("nvidia_driver"), "vars": {"role_path": str(ROLES / "nvidia_driver")}, "tasks": tasks}
+    # Tesla T4 (TU104, 0x1eb8), H100 (0x2330), B200 (0x2901); a node without GPUs has nothing to check.
+    for gpu in [gpu_facts("0x1eb8", "0x2330", "0x2901"), gpu_facts()]:
+        run = playbook(tmp_path, play, dict(OS_FACTS["rhel9"], hpcml_gpu=gpu), {})
+        assert run.returncode == 0, run.stdout[-2000:]
+    volta = playbook(tmp_path, play, dict(OS_FACTS["rhel9"], hpcml_gpu=gpu_facts("0x1db4", architectures=["Volta"])),
+                     {"nvidia_driver_kernel_modules": "proprietary"})
+    assert volta.returncode == 0, volta.stdout[-2000:]

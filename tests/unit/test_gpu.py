@@ -169,7 +169,8 @@ def test_pci_scan_finds_gpus_and_nvswitches_without_a_driver(sysfs):
     sysfs.pci("0000:05:00.0", "0x10de", "0x22a3", "0x068000")
     sysfs.pci("0000:00:02.0", "0x8086", "0x0d26", "0x030000", driver="i915")
     facts = gpu.from_pci(pci.scan(str(sysfs.root)))
-    assert facts == {"pci_devices": ["0000:18:00.0", "0000:2a:00.0"], "pci_count": 2, "nvswitch_count": 1,
+    assert facts == {"pci_devices": ["0000:18:00.0", "0000:2a:00.0"], "pci_count": 2,
+                     "pci_device_ids": ["0x2330", "0x2330"], "nvswitch_count": 1,
                      "kernel_drivers": ["nvidia"]}
 
 

@@ -183,6 +183,8 @@ def from_pci(devices):
     return {
         "pci_devices": [d["address"] for d in gpus],
         "pci_count": len(gpus),
+        # Each GPU's PCI device ID (0x2330): its generation is known from it before any driver is installed.
+        "pci_device_ids": [d["device"] for d in gpus],
         "nvswitch_count": len(nvswitches),
         "kernel_drivers": sorted({d["driver"] for d in gpus if d["driver"]}),
     }

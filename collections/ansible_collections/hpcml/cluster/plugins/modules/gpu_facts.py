@@ -35,9 +35,10 @@ ansible_facts:
   type: dict
   contains:
     hpcml_gpu:
-      description: C(present), C(reason) when absent or unreadable, C(pci_count), C(nvswitch_count), C(driver_count) (GPUs
-        the driver reports), C(driver_version), C(cuda_version), C(gpus) (each with C(minor_number), the N of /dev/nvidiaN),
-        C(topology) (with C(nics), each NIC column's RDMA device) and C(topology_error) (why C(topology) is null).
+      description: C(present), C(reason) when absent or unreadable, C(pci_count), C(pci_device_ids) (each GPU's PCI
+        device ID), C(nvswitch_count), C(driver_count) (GPUs the driver reports), C(driver_version), C(cuda_version),
+        C(gpus) (each with C(minor_number), the N of /dev/nvidiaN), C(topology) (with C(nics), each NIC column's RDMA
+        device) and C(topology_error) (why C(topology) is null).
       type: dict
 """
 

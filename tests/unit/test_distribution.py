@@ -1,0 +1,194 @@
+"""Distribution details of the node-layer roles: the package names, repositories and guards each OS gets, rendered or
+run by Ansible from the roles' own vars and tasks with crafted facts (no node, no package manager)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unit_paths import PROJECT
+
+ROLES = PROJECT / "roles"
+OS_FACTS = {
+    "rhel8": {"os_family": "RedHat", "distribution": "RedHat", "distribution_major_version": "8",
+              "distribution_version": "8.10", "architecture": "x86_64", "kernel": "4.18.0-553.el8_10.x86_64"},
+    "rhel9": {"os_family": "RedHat", "distribution": "RedHat", "distribution_major_version": "9",
+              "distribution_version": "9.4", "architecture": "x86_64", "kernel": "5.14.0-427.el9.x86_64"},
+    "rocky8": {"os_family": "RedHat", "distribution": "Rocky", "distribution_major_version": "8",
+               "distribution_version": "8.10", "architecture": "x86_64", "kernel": "4.18.0-553.el8_10.x86_64"},
+    "rocky9": {"os_family": "RedHat", "distribution": "Rocky", "distribution_major_version": "9",
+               "distribution_version": "9.4", "architecture": "x86_64", "kernel": "5.14.0-427.el9.x86_64"},
+    "ubuntu2204": {"os_family": "Debian", "distribution": "Ubuntu", "distribution_major_version": "22",
+                   "distribution_version": "22.04", "architecture": "x86_64", "kernel": "5.15.0-119-generic"},
+    "ubuntu2404": {"os_family": "Debian", "distribution": "Ubuntu", "distribution_major_version": "24",
+                   "distribution_version": "24.04", "architecture": "x86_64", "kernel": "6.8.0-45-generic"},
+    "debian12": {"os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12",
+                 "distribution_version": "12.7", "architecture": "x86_64", "kernel": "6.1.0-25-amd64"},
+}
+HARDWARE = {"gpu_steps": "run", "gpu_skip_reason": None, "nvswitch_count": 0, "rdma_steps": "skip"}
+
+
+def playbook(tmp_path: Path, play: dict, facts: dict, extra: dict) -> subprocess.CompletedProcess:
+    path = tmp_path / "play.yml"
+    path.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, **play}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", f"ansible_python_interpreter={sys.executable}",
+                           "-e", json.dumps({"ansible_facts": facts, "node_facts_hardware": HARDWARE, **extra}), str(path)],
+                          cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+
+
+def role_vars(role: str, os_name: str | None = None) -> list[str]:
+    files = [ROLES / role / "defaults" / "main.yml", ROLES / role / "vars" / "main.yml"]
+    if os_name:
+        files.append(ROLES / role / "vars" / f"{os_name}.yml")
+    return [str(path) for path in files if path.is_file()]
+
+
+def render(tmp_path: Path, role: str, os_key: str, names: list[str], os_vars: str | None = None, **extra) -> dict:
+    """The role's variables in names as Ansible templates them for a node running os_key."""
+    out = tmp_path / "values.json"
+    probe = "{{ {" + ", ".join(f"'{name}': {name}" for name in names) + "} | to_json }}"
+    run = playbook(tmp_path, {"vars_files": role_vars(role, os_vars),
+                              "tasks": [{"ansible.builtin.copy": {"dest": str(out), "content": probe, "mode": "0644"}}]},
+                   OS_FACTS[os_key], extra)
+    assert run.returncode == 0, run.stdout[-3000:]
+    return json.loads(out.read_text())
+
+
+def run_tasks(tmp_path: Path, role: str, tasks_file: str, os_key: str, **extra) -> subprocess.CompletedProcess:
+    """A role's task file, run with the role's vars for a node running os_key (role_path points at the role)."""
+    tasks = yaml.safe_load((ROLES / role / "tasks" / tasks_file).read_text())
+    return playbook(tmp_path, {"vars_files": role_vars(role), "vars": {"role_path": str(ROLES / role)}, "tasks": tasks},
+                    OS_FACTS[os_key], extra)
+
+
+# --- Fabric Manager package names -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("os_key", "version", "packages"), [
+    ("rhel9", "570.172.08", ["nvidia-fabric-manager", "libnvidia-nscq-570"]),
+    ("rocky8", "550.163.01", ["nvidia-fabric-manager", "libnvidia-nscq-550"]),
+    ("ubuntu2204", "570.172.08", ["nvidia-fabricmanager-570", "libnvidia-nscq-570"]),
+    ("debian12", "535.247.01", ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("rhel9", "580.95.05", ["nvidia-fabricmanager", "libnvidia-nscq"]),
+    ("ubuntu2404", "580.95.05", ["nvidia-fabricmanager", "libnvidia-nscq"]),
+])
+def test_fabric_manager_package_names(tmp_path, os_key, version, packages):
+    values = render(tmp_path, "nvidia_fabricmanager", os_key, ["_nvidia_fabricmanager_packages"],
+                    nvidia_fabricmanager_version=version)
+    assert values["_nvidia_fabricmanager_packages"] == packages
+
+
+# --- cuDNN package names ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("os_key", "packages"), [
+    ("rhel8", ["libcudnn9-cuda-12", "libcudnn9-devel-cuda-12"]),
+    ("rocky9", ["libcudnn9-cuda-12", "libcudnn9-devel-cuda-12"]),
+    ("ubuntu2204", ["libcudnn9-cuda-12", "libcudnn9-dev-cuda-12"]),
+    ("debian12", ["libcudnn9-cuda-12", "libcudnn9-dev-cuda-12"]),
+])
+def test_cudnn_development_package_is_devel_on_rpm(tmp_path, os_key, packages):
+    assert render(tmp_path, "cuda_toolkit", os_key, ["_cuda_toolkit_cudnn_packages"])["_cuda_toolkit_cudnn_packages"] == packages
+
+
+def test_cudnn_8_is_refused_in_preflight(tmp_path):
+    run = run_tasks(tmp_path, "cuda_toolkit", "00-preflight.yml", "rhel9", cuda_toolkit_cudnn_version="8.9.7.29")
+    assert run.returncode != 0
+    assert "cuda_toolkit_cudnn_version is 8.9.7.29; this role installs cuDNN 9 or later" in run.stdout
+    assert run_tasks(tmp_path, "cuda_toolkit", "00-preflight.yml", "rhel9").returncode == 0
+
+
+# --- Debian 12's own archive: branch 535 only --------------------------------------------------------------------
+
+def driver_preflight(tmp_path, os_key, **extra):
+    tasks = yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "00-preflight.yml").read_text())
+    return playbook(tmp_path, {"vars_files": role_vars("nvidia_driver"), "vars": {"role_path": str(ROLES / "nvidia_driver")},
+                               "tasks": tasks},
+                    dict(OS_FACTS[os_key], hpcml_gpu={"present": True, "pci_device_ids": ["0x2330"], "gpus": []}), extra)
+
+
+def test_debian_12_distro_source_refuses_a_580_pin(tmp_path):
+    run = driver_preflight(tmp_path, "debian12", nvidia_repo_source="distro", nvidia_driver_kernel_modules="proprietary",
+                           nvidia_driver_version="580.95.05")
+    assert run.returncode != 0
+    assert "Debian 12's own archive carries NVIDIA driver branch 535 only, not 580" in " ".join(run.stdout.split())
+
+
+def test_debian_12_distro_source_takes_535_and_cuda_source_takes_580(tmp_path):
+    ok = driver_preflight(tmp_path, "debian12", nvidia_repo_source="distro", nvidia_driver_kernel_modules="proprietary",
+                          nvidia_driver_version="535.247.01")
+    assert ok.returncode == 0, ok.stdout[-2000:]
+    cuda = driver_preflight(tmp_path, "debian12", nvidia_repo_source="cuda", nvidia_driver_version="580.95.05")
+    assert cuda.returncode == 0, cuda.stdout[-2000:]
+
+
+# --- Open kernel modules need Turing or newer ---------------------------------------------------------------------
+
+def gpu_facts(*ids, architectures=()):
+    return {"present": bool(ids), "pci_device_ids": list(ids), "gpus": [{"architecture": a} for a in architectures]}
+
+
+def test_open_modules_refused_for_a_volta_gpu_before_any_driver_is_installed(tmp_path):
+    # Tesla V100 (GV100, 0x1db4) and an H100 (0x2330); nvidia-smi is not installed yet, so no architecture names.
+    facts = dict(OS_FACTS["ubuntu2204"], hpcml_gpu=gpu_facts("0x1db4", "0x2330"))
+    run = playbook(tmp_path, {"vars_files": role_vars("nvidia_driver"), "vars": {"role_path": str(ROLES / "nvidia_driver")},
+                              "tasks": yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "00-preflight.yml").read_text())},
+                   facts, {})
+    assert run.returncode != 0
+    assert "has GPUs older than Turing (PCI device 0x1db4)" in " ".join(run.stdout.split())
+
+
+def test_open_modules_fail_when_the_gpu_generation_cannot_be_told(tmp_path):
+    for gpu, why in [(None, "(no GPU facts: run the node_facts role first)"),
+                     ({"present": True, "gpus": []}, "(no GPU facts: run the node_facts role first)"),
+                     (gpu_facts(None), "unreadable PCI device ID(s) None")]:
+        facts = dict(OS_FACTS["rhel9"], **({"hpcml_gpu": gpu} if gpu is not None else {}))
+        run = playbook(tmp_path, {"vars_files": role_vars("nvidia_driver"), "vars": {"role_path": str(ROLES / "nvidia_driver")},
+                                  "tasks": yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "00-preflight.yml").read_text())},
+                       facts, {})
+        assert run.returncode != 0
+        assert "cannot tell whether its GPUs are Turing or newer" in " ".join(run.stdout.split())
+        assert why in " ".join(run.stdout.split())
+
+
+def test_open_modules_pass_for_turing_and_newer_and_proprietary_passes_volta(tmp_path):
+    tasks = yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "00-preflight.yml").read_text())
+    play = {"vars_files": role_vars("nvidia_driver"), "vars": {"role_path": str(ROLES / "nvidia_driver")}, "tasks": tasks}
+    # Tesla T4 (TU104, 0x1eb8), H100 (0x2330), B200 (0x2901); a node without GPUs has nothing to check.
+    for gpu in [gpu_facts("0x1eb8", "0x2330", "0x2901"), gpu_facts()]:
+        run = playbook(tmp_path, play, dict(OS_FACTS["rhel9"], hpcml_gpu=gpu), {})
+        assert run.returncode == 0, run.stdout[-2000:]
+    volta = playbook(tmp_path, play, dict(OS_FACTS["rhel9"], hpcml_gpu=gpu_facts("0x1db4", architectures=["Volta"])),
+                     {"nvidia_driver_kernel_modules": "proprietary"})
+    assert volta.returncode == 0, volta.stdout[-2000:]
+
+
+# --- The initramfs is rebuilt before the reboot that needs it ------------------------------------------------------
+
+def test_initramfs_is_rebuilt_in_the_install_step_not_in_a_handler_after_the_reboot():
+    tasks = ROLES / "nvidia_driver" / "tasks"
+    order = [task["ansible.builtin.import_tasks"] for task in yaml.safe_load((tasks / "main.yml").read_text())
+             if "ansible.builtin.import_tasks" in task]
+    assert order.index("20-install.yml") < order.index("40-load.yml")
+    install = yaml.safe_load((tasks / "20-install.yml").read_text())
+    names = [task["name"] for task in install]
+    blacklist = next(task for task in install if task["name"] == "Keep nouveau from claiming the GPUs")
+    rebuild = next(task for task in install if task["name"] == "Rebuild the initramfs so the next boot leaves nouveau out")
+    assert "notify" not in blacklist
+    assert names.index(rebuild["name"]) == names.index(blacklist["name"]) + 1
+    assert rebuild["ansible.builtin.command"]["argv"] == "{{ _nvidia_driver_initramfs }}"
+    assert f"{blacklist['register']} is changed" in rebuild["when"]
+    reboot = [task for task in yaml.safe_load((tasks / "40-load.yml").read_text()) if "ansible.builtin.reboot" in task]
+    assert reboot, "40-load.yml no longer reboots: revisit this test"
+
+
+@pytest.mark.parametrize(("os_key", "os_vars", "command"), [
+    ("rhel9", "RedHat", ["dracut", "--force"]), ("rocky8", "RedHat", ["dracut", "--force"]),
+    ("ubuntu2404", "Ubuntu", ["update-initramfs", "-u"]), ("debian12", "Debian", ["update-initramfs", "-u"]),
+])
+def test_initramfs_command_per_os(tmp_path, os_key, os_vars, command):
+    assert render(tmp_path, "nvidia_driver", os_key, ["_nvidia_driver_initramfs"], os_vars)["_nvidia_driver_initramfs"] == command

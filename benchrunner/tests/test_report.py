@@ -65,8 +65,9 @@ def test_kubernetes_relative_to_bare_metal_per_gpu_count(results_dir):
 def test_allreduce_bandwidth_per_stack(results_dir):
     _, sweeps = report.load_runs(*results_dir)
     table = report.allreduce_table(sweeps, by_stack)
-    assert rows(table, stack="baremetal", message="1 MiB")[0][3:5] == ("2.000", "2.000")
-    assert rows(table, stack="k8s", message="8 B")[0][4] == "1.000"
+    # 1 MiB at 2 GB/s over 2 ranks: 524.3 us per operation.
+    assert rows(table, stack="baremetal", message="1 MiB")[0][3:6] == ("524.3", "2.000", "2.000")
+    assert rows(table, stack="k8s", message="8 B")[0][5] == "1.000"
 
 
 def test_ratio_interval_propagates_both_intervals():
@@ -128,7 +129,7 @@ def test_a_campaign_with_only_sweeps_done_still_reports(results_dir, tmp_path):
     _, sweeps = report.load_runs(*results_dir)
     report.write(tmp_path / "only-sweeps", "Campaign lab", [], sweeps, by_stack, [])
     assert sorted(p.name for p in (tmp_path / "only-sweeps" / "plots").iterdir()) == ["allreduce.png"]
-    assert "## Allreduce bandwidth" in (tmp_path / "only-sweeps" / "report.md").read_text()
+    assert "## Allreduce time (us per operation" in (tmp_path / "only-sweeps" / "report.md").read_text()
 
 
 def test_runs_that_differ_in_any_axis_get_rows_of_their_own(results_dir):

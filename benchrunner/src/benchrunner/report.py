@@ -238,15 +238,19 @@ def allreduce_table(sweeps: list[dict[str, Any]], variant_of: Any) -> Table | No
     if not busbw:
         return None
     algbw = allreduce_curves(sweeps, variant_of, "algbw_bytes_per_s")
+    # Small messages are latency-bound: their bandwidth rounds to 0.000 GB/s, their time is the figure.
+    latency = allreduce_curves(sweeps, variant_of, "time_s")
     rows = []
     for (variant, ranks), points in sorted(busbw.items()):
         for size, values in sorted(points.items()):
             b = stats.describe(values)
             a = stats.describe(algbw[(variant, ranks)][size])
-            rows.append((variant, str(ranks), _bytes(size), f"{a.mean / 1e9:.3f}", f"{b.mean / 1e9:.3f}",
-                         _ci_scaled(b, 1e-9)))
-    return Table("Allreduce bandwidth (GB/s; busbw = algbw x 2(n-1)/n, 0 for a single rank)",
-                 ("stack", "ranks", "message", "algbw mean", "busbw mean", "busbw 95% CI"), rows)
+            t = stats.describe(latency[(variant, ranks)][size])
+            rows.append((variant, str(ranks), _bytes(size), f"{t.mean * 1e6:.1f}", f"{a.mean / 1e9:.3f}",
+                         f"{b.mean / 1e9:.3f}", _ci_scaled(b, 1e-9)))
+    return Table("Allreduce time (us per operation, the slowest rank's) and bandwidth (GB/s; busbw = algbw x 2(n-1)/n, "
+                 "0 for a single rank)", ("stack", "ranks", "message", "time mean (us)", "algbw mean", "busbw mean",
+                                           "busbw 95% CI"), rows)
 
 
 def allreduce_curves(sweeps: list[dict[str, Any]], variant_of: Any,

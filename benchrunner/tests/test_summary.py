@@ -124,3 +124,14 @@ def test_a_rank_that_asked_for_a_gpu_and_trained_on_the_cpu_fails_sanity(run_dir
 def test_ranks_on_their_gpus_and_cpu_runs_pass_the_device_check(run_dir, make_rank):
     assert checks_by_name(summary.summarize(run_dir(make_rank(0), make_rank(1))))["trained where asked"] == {
         "name": "trained where asked", "passed": True, "detail": "CPU run: no GPU asked for"}
+
+
+def test_the_run_page_shows_the_window_the_spread_and_an_interval_over_batch_means(run_dir, make_rank):
+    directory = run_dir(make_rank(0, step_times=[0.1, 0.12, 0.1, 0.12]), make_rank(1))
+    document = summary.write(directory)
+    markdown = (directory / "report.md").read_text()
+    # The rank documents measured 4 steps after 2 warmup: shorter than the peers' 100.
+    assert "window: 2 warmup + 4 measured steps, 0.4 s measured; SHORT: the peers measure 100 steps" in markdown
+    assert "| 0 | node1 | 290.9 | 0.1100 | 0.0115 | 10.5% | 0.1100 - 0.1100 (2 batches) |" in markdown
+    batches = document["throughput"]["per_rank"][0]["step_time_batch_means_s"]
+    assert (batches["n"], batches["mean"]) == (2, pytest.approx(0.11))

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from benchrunner import report, results
+from benchrunner import report, results, stats
 
 RAW_DIR = "raw"
 SUMMARY_JSON = "summary.json"
@@ -104,7 +104,9 @@ def summarize(run_dir: Path) -> dict[str, Any]:
             # The sum of what each rank measured, not rank 0 times the number of ranks.
             "total": sum(r["metrics"]["images_per_sec"] for r in ranks),
             "per_rank": [{"rank": r["rank"], "host": r["host"], "images_per_sec": r["metrics"]["images_per_sec"],
-                          "step_time_s": r["metrics"]["step_time_s"]} for r in ranks],
+                          "step_time_s": r["metrics"]["step_time_s"],
+                          "step_time_batch_means_s": stats.describe(stats.batch_means(r["step_times_s"])).as_dict()}
+                         for r in ranks],
         },
         "elapsed_s": finished - min(launched) if launched else None,
         "time_to_first_step_s": max(r["metrics"]["time_to_first_step_s"] for r in ranks),
@@ -118,6 +120,21 @@ def summarize(run_dir: Path) -> dict[str, Any]:
     }
 
 
+# What the peers measure (Horovod's synthetic benchmark, tf_cnn_benchmarks): about 100 batches after warmup.
+PEER_MEASURED_STEPS = 100
+
+
+def window_line(summary: dict[str, Any]) -> str:
+    """The measurement window, and a warning where it is shorter than the peers' (a wide, drift-prone interval)."""
+    w = summary["workload"]
+    seconds = max(r["step_time_s"]["mean"] * r["step_time_s"]["n"] for r in summary["throughput"]["per_rank"])
+    line = f"window: {w['warmup_steps']} warmup + {w['measured_steps']} measured steps, {seconds:.1f} s measured"
+    if w["measured_steps"] < PEER_MEASURED_STEPS:
+        line += (f"; SHORT: the peers measure {PEER_MEASURED_STEPS} steps, so this run's interval is wide and a "
+                 "passing disturbance weighs more")
+    return line
+
+
 def _intro(summary: dict[str, Any]) -> list[str]:
     w = summary["workload"]
     elapsed = summary["elapsed_s"]
@@ -127,6 +144,7 @@ def _intro(summary: dict[str, Any]) -> list[str]:
         f"stack {summary['stack']}, launcher {summary['launcher']}, network {summary['network']}, "
         f"{summary['ranks']} ranks on {len(summary['hosts'])} hosts",
         f"total throughput: {summary['throughput']['total']:.1f} images/s",
+        window_line(summary),
         f"job elapsed: {elapsed:.1f} s" if elapsed is not None else "job elapsed: unknown (no launch time)",
         f"time to first step: {summary['time_to_first_step_s']:.1f} s",
         "sanity: " + ("passed" if summary["sanity"]["passed"] else "FAILED: " + "; ".join(
@@ -136,12 +154,22 @@ def _intro(summary: dict[str, Any]) -> list[str]:
 
 def _tables(summary: dict[str, Any]) -> list[report.Table]:
     ranks = [(str(r["rank"]), r["host"], f"{r['images_per_sec']:.1f}", f"{r['step_time_s']['mean']:.4f}",
-              f"{r['step_time_s']['ci95_low']:.4f} - {r['step_time_s']['ci95_high']:.4f}")
-             for r in summary["throughput"]["per_rank"]]
-    ranks.append(("total", "", f"{summary['throughput']['total']:.1f}", "", ""))
+              f"{r['step_time_s']['stdev']:.4f}", f"{100 * r['step_time_s']['stdev'] / r['step_time_s']['mean']:.1f}%",
+              _batch_ci(r)) for r in summary["throughput"]["per_rank"]]
+    ranks.append(("total", "", f"{summary['throughput']['total']:.1f}", "", "", "", ""))
     versions = [(name, str(value) if value is not None else "-") for name, value in summary["versions"].items()]
-    return [report.Table("Ranks", ("rank", "host", "images/s", "step time mean (s)", "step time 95% CI (s)"), ranks),
+    return [report.Table("Ranks", ("rank", "host", "images/s", "step time mean (s)", "step time stdev (s)",
+                                   "step time CV", "mean's 95% CI, batch means (s)"), ranks,
+                         "The interval is over the means of up to 10 consecutive batches of steps, since consecutive "
+                         "steps are not independent."),
             report.Table("Versions", ("component", "version"), versions)]
+
+
+def _batch_ci(rank: dict[str, Any]) -> str:
+    batches = rank.get("step_time_batch_means_s")
+    if batches is None:
+        return "- (summary made before batch means)"
+    return f"{batches['ci95_low']:.4f} - {batches['ci95_high']:.4f} ({batches['n']} batches)"
 
 
 def render_markdown(summary: dict[str, Any]) -> str:

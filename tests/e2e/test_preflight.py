@@ -125,3 +125,14 @@ def test_a_run_id_that_already_has_results(tmp_path):
 def test_mpi_ssh_user_root_is_refused_before_any_change():
     assert_stopped_in_preflight(run_site(extravars={"mpi_ssh_user": "root", "mpi_ssh_uid": 0}),
                                 "mpi_ssh_user 'root' (uid 0, group 'hpcbench') cannot be the MPI account")
+
+
+def test_a_control_host_without_room_for_the_wheelhouse():
+    assert_stopped_in_preflight(run_site(extravars={"python_env_wheelhouse_min_free_gb": 1000000}),
+                                "on the control host; it needs 1000000. Free space there, or set HPCML_CACHE_DIR")
+
+
+def test_a_control_host_with_an_older_ansible():
+    # The installed ansible-core is what it is; the floor is raised above it instead.
+    assert_stopped_in_preflight(run_site(extravars={"_preflight_min_ansible_core": "99.0.0"}),
+                                "the project needs 99.0.0 or later (PyPI's ansible 12")

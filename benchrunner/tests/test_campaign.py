@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from benchrunner import campaign, cli, kubernetes, playbooks, results, summary
+from documents import rank_document
 
 LAB = {
     "name": "lab",
@@ -202,3 +203,23 @@ def test_a_resumed_campaign_keeps_its_recorded_order(campaign_file, tmp_path):
     path.write_text(json.dumps(saved))
     campaign.run(document, tmp_path / "campaign.yml", results_dir, first, progress=lambda _: None)
     assert first.calls == order[::3]
+
+
+def test_the_campaign_command_ends_with_its_report(campaign_file, tmp_path, monkeypatch, capsys):
+    document = {key: value for key, value in LAB.items() if key != "allreduce"} | {
+        "repeats": 2, "gpus": [1], "workloads": {"data": ["synthetic"]}}
+    results_dir = tmp_path / "results"
+
+    def executor(*_, **__):
+        def execute(run_):
+            results.save(results.RANK_RESULT, rank_document(0, 1, run_id=run_.run_id),
+                         results_dir / run_.run_id / "raw" / "rank-00000.json")
+            summary.write(results_dir / run_.run_id)
+            return campaign.run_outcome(results_dir, run_.run_id)
+        return execute
+
+    monkeypatch.setenv("HPCML_PROJECT_DIR", str(tmp_path))
+    monkeypatch.setattr(campaign, "playbook_executor", executor)
+    assert cli.main(["campaign", str(campaign_file(document)), "--results-dir", str(results_dir)]) == 0
+    assert "Campaign lab: 2 runs done, 0 failed." in capsys.readouterr().out
+    assert (results_dir / "campaigns" / "lab" / "report.html").is_file()

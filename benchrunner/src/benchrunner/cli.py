@@ -194,6 +194,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             summary.write_report(run_dir, results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON))
         sys.stdout.write((run_dir / report.REPORT_MD).read_text())
         return 0
+    return _report_campaign(results_dir, campaign_dir, args.pool)
+
+
+def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str]) -> int:
     state = results.load(results.CAMPAIGN_STATE, campaign_dir / campaign.STATE_JSON)
     name = state["campaign"]
     summaries, sweeps = report.load_runs(results_dir, sorted(
@@ -205,7 +209,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         intro.append(f"Order: repeat rounds, every point once in each, shuffled (seed {state['order']['seed']}); "
                      f"run by run in {campaign_dir / campaign.STATE_JSON}.")
     path = report.write(campaign_dir, f"Campaign {name}", summaries, sweeps, lambda d: d["provenance"]["stack"], intro,
-                        pooled=args.pool)
+                        pooled=pooled)
     sys.stdout.write(path.read_text())
     print(f"\nreport: {path} and {path.with_name(report.REPORT_HTML)}", file=sys.stderr)
     return 0
@@ -267,7 +271,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     tally = campaign.counts(state, campaign.plan(document))
     print(f"campaign {document['name']}: {tally['done']} done, {tally['failed']} failed", file=sys.stderr)
     if tally["done"]:
-        cmd_report(argparse.Namespace(results_dir=str(results_dir), target=document["name"]))
+        _report_campaign(results_dir, campaign.directory(results_dir, document["name"]), pooled=[])
     return 0 if not tally["failed"] else 1
 
 

@@ -34,7 +34,8 @@ def play(tmp_path: Path, tasks: list, extravars: dict | None = None, gather_fact
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, **(hostvars or {})}}}}}}))
     playbook = tmp_path / "play.yml"
     playbook.write_text(json.dumps([{"hosts": "nodes", "gather_facts": gather_facts, "tasks": tasks}]))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+    # Plain text whatever the caller's settings (the Makefile forces colour outside CI): the recap is parsed.
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_STDOUT_CALLBACK="default",
                ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     completed = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),

@@ -4,11 +4,14 @@ import shlex
 
 import pytest
 
-from benchrunner import cli, kubernetes, launchers
+from benchrunner import cli, kubernetes, launchers, rank_env
+from benchrunner.launchers import horovodrun, mpirun, srun
+from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.workload import Workload
 
-WORKLOAD = Workload(model="resnet50", data="tfrecord", data_dir="/data/cxr", batch_size=64, image_size=224,
-                    precision="mixed_float16", fusion_threshold_mb=32, fp16_allreduce=True)
+WORKLOAD = Workload.from_mapping({"model": "resnet50", "data": "tfrecord", "data_dir": "/data/cxr", "batch_size": 64,
+                                  "image_size": 224, "precision": "mixed_float16", "fusion_threshold_mb": 32,
+                                  "fp16_allreduce": True})
 
 
 def job(**changes) -> launchers.Job:
@@ -34,7 +37,7 @@ def test_ranks_fill_hosts_slot_by_slot_and_only_the_hosts_needed():
 
 
 def test_mpirun_exports_the_network_settings_and_the_users_environment():
-    argv = launchers.mpirun_argv(job(network="rdma"), "/run/hostfile")
+    argv = mpirun.argv(job(network="rdma"), "/run/hostfile")
     assert argv[:5] == ["mpirun", "-np", "6", "--hostfile", "/run/hostfile"]
     exported = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"]
     assert exported == ["BENCHRUNNER_LAUNCHED_AT", "PATH", "BENCHRUNNER_GPU=1", "NCCL_DEBUG=INFO", "NCCL_IB_DISABLE=0",
@@ -47,20 +50,20 @@ def test_user_environment_overrides_the_network_defaults():
 
 
 def test_the_job_tells_every_rank_whether_it_asked_for_a_gpu():
-    assert job(gpus_per_node=4).environment()[launchers.GPU_ENV] == "1"
-    assert job(gpus_per_node=0, hosts=("a", "b", "c", "d", "e", "f")).environment()[launchers.GPU_ENV] == "0"
+    assert job(gpus_per_node=4).environment()[rank_env.GPU_ENV] == "1"
+    assert job(gpus_per_node=0, hosts=("a", "b", "c", "d", "e", "f")).environment()[rank_env.GPU_ENV] == "0"
     # Not the user's to override: sanity reads it as what the job asked.
-    assert job(env=(("BENCHRUNNER_GPU", "0"),)).environment()[launchers.GPU_ENV] == "1"
+    assert job(env=(("BENCHRUNNER_GPU", "0"),)).environment()[rank_env.GPU_ENV] == "1"
 
 
 def test_horovodrun_places_ranks_with_host_slots_and_sees_no_rank_options():
-    argv = launchers.horovodrun_argv(job(launcher="horovodrun"))
+    argv = horovodrun.argv(job(launcher="horovodrun"))
     assert argv == ["horovodrun", "-np", "6", "-H", "gpu1:4,gpu2:2", "/opt/hpcml/venv/bin/benchrunner", "rank"]
 
 
 def test_rank_runs_the_program_named_in_the_environment(monkeypatch):
     the_job = job(launcher="horovodrun")
-    monkeypatch.setenv(launchers.RANK_ARGV_ENV, launchers.horovodrun_environment(the_job)[launchers.RANK_ARGV_ENV])
+    monkeypatch.setenv(rank_env.RANK_ARGV_ENV, horovodrun.environment(the_job)[rank_env.RANK_ARGV_ENV])
     seen = {}
     monkeypatch.setattr(cli, "cmd_train", lambda args: seen.setdefault("workload", Workload.from_args(args)) and 0)
     assert cli.main(["rank"]) == 0
@@ -68,24 +71,24 @@ def test_rank_runs_the_program_named_in_the_environment(monkeypatch):
 
 
 def test_rank_refuses_anything_but_a_rank_program(monkeypatch, capsys):
-    monkeypatch.setenv(launchers.RANK_ARGV_ENV, "deploy --check")
+    monkeypatch.setenv(rank_env.RANK_ARGV_ENV, "deploy --check")
     assert cli.main(["rank"]) == 2
     assert "must hold 'train ...' or 'allreduce ...'" in capsys.readouterr().err
 
 
 def test_sbatch_script_asks_slurm_for_the_same_layout():
-    script = launchers.sbatch_script(job(stack="slurm", launcher="srun"), partition="gpu", mpi="pmi2")
+    script = srun.script(job(stack="slurm", launcher="srun"), partition="gpu", mpi="pmi2")
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=6", "#SBATCH --ntasks-per-node=4",
                  "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu", "#SBATCH --nodelist=gpu1,gpu2",
                  "export NCCL_DEBUG=INFO"):
         assert line + "\n" in script
-    srun = shlex.split(script.strip().splitlines()[-1])
-    assert srun[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
-    assert parsed(srun).launcher == "srun" and parsed(srun).stack == "slurm"
+    command = shlex.split(script.strip().splitlines()[-1])
+    assert command[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
+    assert parsed(command).launcher == "srun" and parsed(command).stack == "slurm"
 
 
 def test_sbatch_script_without_hosts_lets_slurm_place_the_job():
-    assert "--nodelist" not in launchers.sbatch_script(job(stack="slurm", launcher="srun", hosts=()))
+    assert "--nodelist" not in srun.script(job(stack="slurm", launcher="srun", hosts=()))
 
 
 def test_srun_given_too_few_hosts_is_refused():
@@ -98,14 +101,14 @@ def test_every_launcher_hands_the_ranks_the_same_workload(launcher):
     stack = {"srun": "slurm", "mpijob": "k8s"}.get(launcher, "baremetal")
     the_job = job(launcher=launcher, stack=stack)
     if launcher == "mpirun":
-        argv = launchers.mpirun_argv(the_job, None)
+        argv = mpirun.argv(the_job, None)
     elif launcher == "horovodrun":
         argv = ["/opt/hpcml/venv/bin/benchrunner", *shlex.split(
-            launchers.horovodrun_environment(the_job)[launchers.RANK_ARGV_ENV])]
+            horovodrun.environment(the_job)[rank_env.RANK_ARGV_ENV])]
     elif launcher == "srun":
-        argv = shlex.split(launchers.sbatch_script(the_job).strip().splitlines()[-1])
+        argv = shlex.split(srun.script(the_job).strip().splitlines()[-1])
     else:
-        manifest = launchers.mpijob_manifest(the_job, image="registry.local/benchrunner:1")
+        manifest = k8s_launcher.mpijob_manifest(the_job, image="registry.local/benchrunner:1")
         argv = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     args = parsed(argv)
     assert Workload.from_args(args) == WORKLOAD
@@ -113,7 +116,7 @@ def test_every_launcher_hands_the_ranks_the_same_workload(launcher):
 
 
 def test_allreduce_jobs_run_the_sweep_with_its_sizes():
-    args = parsed(launchers.mpirun_argv(job(program="allreduce", allreduce_max_bytes=1 << 20), None))
+    args = parsed(mpirun.argv(job(program="allreduce", allreduce_max_bytes=1 << 20), None))
     assert (args.command, args.min_bytes, args.max_bytes) == ("allreduce", 8, 1 << 20)
 
 
@@ -132,9 +135,9 @@ RDMA = "rdma/hca_shared"
 
 
 def mpijob(network: str, **options):
-    return launchers.mpijob_manifest(job(stack="k8s", launcher="mpijob", network=network),
+    return k8s_launcher.mpijob_manifest(job(stack="k8s", launcher="mpijob", network=network),
                                      image="registry.local/benchrunner:1",
-                                     pods=launchers.PodSettings(rdma_resource=RDMA), **options)
+                                     pods=k8s_launcher.PodSettings(rdma_resource=RDMA), **options)
 
 
 @pytest.mark.parametrize("network", launchers.NETWORKS)
@@ -145,7 +148,7 @@ def test_mpijob_for_every_network_mode_validates_against_the_v2beta1_schema(netw
 def test_mpijob_golden_rdma():
     manifest = mpijob("rdma", network_attachment="default/rdma-net")
     spec = manifest["spec"]
-    assert manifest["metadata"]["name"] == launchers.k8s_name("camp.train-resnet50.r1", 2)
+    assert manifest["metadata"]["name"] == k8s_launcher.k8s_name("camp.train-resnet50.r1", 2)
     assert (spec["slotsPerWorker"], spec["mpiImplementation"], spec["runPolicy"]["cleanPodPolicy"]) == (4, "OpenMPI", "Running")
     worker = spec["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
@@ -180,10 +183,10 @@ def test_the_schema_catches_what_the_api_server_would_refuse(path, value, where)
 
 
 def test_k8s_names_are_kept_when_valid_and_made_valid_otherwise():
-    assert launchers.k8s_name("lab-train-r1", 2) == "lab-train-r1"
-    name = launchers.k8s_name("Lab.Train_small_cnn.R1", 2)
+    assert k8s_launcher.k8s_name("lab-train-r1", 2) == "lab-train-r1"
+    name = k8s_launcher.k8s_name("Lab.Train_small_cnn.R1", 2)
     assert re.fullmatch(r"lab-train-small-cnn-r1-[0-9a-f]{8}", name)
-    assert re.fullmatch(r"run-20261123t101500z-k8s-[0-9a-f]{8}", launchers.k8s_name("20261123T101500Z-k8s", 2))
+    assert re.fullmatch(r"run-20261123t101500z-k8s-[0-9a-f]{8}", k8s_launcher.k8s_name("20261123T101500Z-k8s", 2))
 
 
 def test_launch_dry_run_prints_what_it_would_start(capsys):
@@ -219,7 +222,7 @@ case $n in 0) echo "JobId=42 JobState=PENDING Reason=Resources";; 1) echo "JobId
 ''')
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     script = tmp_path / "job.sbatch"
-    assert launchers.submit_and_follow(script, poll_s=0.01) == rc
+    assert srun.submit_and_follow(script, poll_s=0.01) == rc
     assert (tmp_path / "sbatch.args").read_text().split() == ["--parsable", str(script)]
     assert (tmp_path / "scontrol.n").read_text().strip() == "3"
     out = capsys.readouterr()
@@ -231,12 +234,12 @@ def test_a_slurm_job_that_cannot_be_followed_fails_saying_why(tmp_path, monkeypa
     stub(tmp_path, "sbatch", 'echo 42\n')
     stub(tmp_path, "scontrol", 'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1\n')
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert launchers.submit_and_follow(tmp_path / "job.sbatch", poll_s=0.01) == 1
+    assert srun.submit_and_follow(tmp_path / "job.sbatch", poll_s=0.01) == 1
     assert "slurm job 42: scontrol cannot show it: slurm_load_jobs error: Invalid job id" in capsys.readouterr().err
 
 
 def test_a_refused_submission_returns_sbatch_s_reason(tmp_path, monkeypatch, capsys):
     stub(tmp_path, "sbatch", 'echo "sbatch: error: invalid partition specified: gpu" >&2; exit 1\n')
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert launchers.submit_and_follow(tmp_path / "job.sbatch") == 1
+    assert srun.submit_and_follow(tmp_path / "job.sbatch") == 1
     assert "invalid partition specified: gpu" in capsys.readouterr().err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import shlex
@@ -14,9 +13,24 @@ from typing import Any
 
 import yaml
 
-from benchrunner import __version__, campaign, dataset, job_document, kubernetes, launchers, report, results, summary
+from benchrunner import (
+    __version__,
+    campaign,
+    dataset,
+    frameworks,
+    job_document,
+    kubernetes,
+    launchers,
+    rank_env,
+    report,
+    results,
+    summary,
+    sweep,
+)
+from benchrunner.launchers import srun
 from benchrunner.playbooks import BENCHMARK_TAG
 from benchrunner.workload import Workload, add_arguments
+from benchrunner.workload import option_names as workload_option_names
 
 
 def _pairs(pairs: list[str], option: str) -> dict[str, str]:
@@ -49,18 +63,16 @@ def _context(args: argparse.Namespace) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from benchrunner import train  # noqa: PLC0415 - imports TensorFlow lazily
-
-    document = train.run(Workload.from_args(args), _context(args))
+    workload = Workload.from_args(args)
+    workload.validate()
+    document = frameworks.get(workload.framework).train(workload, workload.settings, _context(args))
     print(f"rank {document['rank']}/{document['size']} on {document['host']}: "
           f"{document['metrics']['images_per_sec']:.1f} images/s")
     return 0
 
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
-    from benchrunner import allreduce  # noqa: PLC0415 - imports TensorFlow lazily
-
-    document = allreduce.run(_context(args), args.min_bytes, args.max_bytes)
+    document = frameworks.get(args.framework).allreduce(_context(args), args.min_bytes, args.max_bytes)
     largest = document["points"][-1]
     print(f"allreduce over {document['ranks']} ranks: {largest['bytes']} bytes at "
           f"{largest['algbw_bytes_per_s'] / 1e9:.3f} GB/s algorithm, {largest['busbw_bytes_per_s'] / 1e9:.3f} GB/s bus bandwidth")
@@ -90,9 +102,9 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 def cmd_rank(args: argparse.Namespace) -> int:
     """The rank program named by the environment, for launchers that must not see its options."""
-    argv = shlex.split(os.environ.get(launchers.RANK_ARGV_ENV, ""))
+    argv = shlex.split(os.environ.get(rank_env.RANK_ARGV_ENV, ""))
     if not argv or argv[0] not in launchers.PROGRAMS:
-        raise ValueError(f"{launchers.RANK_ARGV_ENV} must hold 'train ...' or 'allreduce ...', got {argv[:1]}")
+        raise ValueError(f"{rank_env.RANK_ARGV_ENV} must hold 'train ...' or 'allreduce ...', got {argv[:1]}")
     ranked = build_parser().parse_args(argv)
     return ranked.func(ranked)
 
@@ -101,12 +113,12 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     """The job document `launch`'s options ask for: the same contract the playbooks and campaigns use."""
     return {
         "kind": job_document.KIND, "schema_version": job_document.VERSION, "run_id": args.run_id,
-        "program": args.program, "stack": args.stack, "launcher": args.launcher, "network": args.network,
+        "program": args.program, "stack": args.stack, "launcher": args.launcher,
+        "framework": getattr(args, "framework", frameworks.DEFAULT), "network": args.network,
         "ranks": args.ranks, "gpus_per_node": args.gpus_per_node,
         "hosts": [h for h in args.hosts.split(",") if h] if args.hosts else [],
         # The workload options given, as given: a preset fills in the rest when the job is resolved.
-        "workload": {field.name: getattr(args, field.name) for field in dataclasses.fields(Workload)
-                     if hasattr(args, field.name)},
+        "workload": {name: getattr(args, name) for name in workload_option_names() if hasattr(args, name)},
         "allreduce": {"min_bytes": args.min_bytes, "max_bytes": args.max_bytes},
         # Environment values are strings, passed exactly as given: "true", "007", "1e3" and "null" stay what they are.
         "env": _pairs(args.env, "--env"), "launcher_args": list(args.launcher_arg), "git_commit": args.git_commit,
@@ -146,13 +158,14 @@ def _launch(args: argparse.Namespace, request: Any, source: str) -> int:
     if plan.job.launcher == "mpijob":
         return _launch_mpijob(args, plan)
     partition = plan.slurm["partition"]
-    problem = partition and plan.job.launcher == "srun" and not args.dry_run and launchers.partition_problem(partition)
+    problem = partition and plan.job.launcher == "srun" and not args.dry_run and srun.partition_problem(partition)
     if problem:
         raise ValueError(problem)
     if not args.dry_run:
         # The record of what was asked, beside the ranks' raw/ results.
         results.write_atomic(Path(plan.job.output_dir).parent / job_document.JOB_JSON, results.dumps(plan.document))
-    return launchers.execute(plan.job, dry_run=args.dry_run, partition=plan.slurm["partition"], mpi=plan.slurm["mpi"])
+    return launchers.execute(plan.job, launchers.Options(dry_run=args.dry_run, partition=plan.slurm["partition"],
+                                                         mpi=plan.slurm["mpi"]))
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -368,7 +381,7 @@ def _add_context(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--run-id", required=True)
     group.add_argument("--output-dir", required=True, help="folder every rank writes its result into")
     group.add_argument("--stack", choices=launchers.STACKS, default="baremetal")
-    group.add_argument("--launcher", choices=launchers.LAUNCHERS, default="mpirun")
+    group.add_argument("--launcher", choices=launchers.names(), default=launchers.default_for("baremetal"))
     group.add_argument("--network", choices=launchers.NETWORKS, default="tcp",
                        help="how ranks talk, recorded with the results; sets NCCL's variables when launching")
     group.add_argument("--git-commit", help="the project's commit, recorded with the results")
@@ -376,8 +389,8 @@ def _add_context(parser: argparse.ArgumentParser) -> None:
 
 def _add_sweep(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("allreduce sweep")
-    group.add_argument("--min-bytes", type=int, default=launchers.MIN_BYTES)
-    group.add_argument("--max-bytes", type=int, default=launchers.MAX_BYTES)
+    group.add_argument("--min-bytes", type=int, default=sweep.MIN_BYTES)
+    group.add_argument("--max-bytes", type=int, default=sweep.MAX_BYTES)
 
 
 def _default_benchrunner() -> str:
@@ -435,12 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_train)
 
-    p = _command(sub, "allreduce", help="time Horovod allreduce over message sizes (what every rank runs)")
+    p = _command(sub, "allreduce", help="time the framework's allreduce over message sizes (what every rank runs)")
     _add_context(p)
+    p.add_argument("--framework", choices=frameworks.names(), default=frameworks.DEFAULT,
+                   help="whose collectives: Horovod's, or torch.distributed's (all_reduce, all_gather, reduce_scatter)")
     _add_sweep(p)
     p.set_defaults(func=cmd_allreduce)
 
-    p = _command(sub, "rank", help=f"run the train or allreduce command held in ${launchers.RANK_ARGV_ENV} "
+    p = _command(sub, "rank", help=f"run the train or allreduce command held in ${rank_env.RANK_ARGV_ENV} "
                                     "(how horovodrun starts ranks)")
     p.set_defaults(func=cmd_rank)
 
@@ -458,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--results-dir", default=job_document.DEFAULT_NODE_RESULTS_DIR,
                        help="the nodes' results folder; ranks write into <results-dir>/<run-id>/raw")
     group.add_argument("--stack", choices=launchers.STACKS, default="baremetal")
-    group.add_argument("--launcher", choices=launchers.LAUNCHERS, default="mpirun")
+    group.add_argument("--launcher", choices=launchers.names(), default=launchers.default_for("baremetal"))
     group.add_argument("--network", choices=launchers.NETWORKS, default="tcp",
                        help="how ranks talk, recorded with the results; sets NCCL's variables")
     group.add_argument("--git-commit", help="the project's commit, recorded with the results")

@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from benchrunner import dataset
-from benchrunner.workload import AUTOTUNE, CACHE_IN_MEMORY, Workload
+from benchrunner.workload import Workload
 
 TFRECORD_DIR = "tfrecord"
+# tf.data.AUTOTUNE, spelled as a word in settings; the pipeline passes tf.data.AUTOTUNE.
+AUTOTUNE = "autotune"
+CACHE_IN_MEMORY = "memory"
 
 
 def synthetic(tf: Any, workload: Workload, rank: int) -> Iterator[tuple[Any, Any]]:
@@ -50,8 +53,8 @@ def cache_file(workload: Workload, rank: int, size: int, sources: list[Path]) ->
            "sources": [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sources]}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     # TF 2.15 writes the files but does not make their folder (NotFoundError on the .lockfile).
-    Path(workload.cache or ".").mkdir(parents=True, exist_ok=True)
-    return f"{workload.cache}/benchrunner-{digest}-rank{rank:05d}-of-{size:05d}"
+    Path(workload.settings.cache or ".").mkdir(parents=True, exist_ok=True)
+    return f"{workload.settings.cache}/benchrunner-{digest}-rank{rank:05d}-of-{size:05d}"
 
 
 def _gpu(tf: Any) -> str:
@@ -65,23 +68,23 @@ def _finish(tf: Any, records: Any, encoded: Any, workload: Workload, rank: int, 
             sources: list[Path]) -> Iterator[Any]:
     """From records (`encoded` turns one into a PNG and its labels) to batches: decode, cache, augment, shuffle,
     batch and prefetch, as the workload says."""
-    calls = parallelism(tf, workload.num_parallel_calls)
+    calls = parallelism(tf, workload.settings.num_parallel_calls)
 
     def load(*record: Any) -> tuple[Any, Any]:
         return _load(tf, workload, *encoded(*record))
 
-    if workload.cache is None:
+    if workload.settings.cache is None:
         images = records.map(lambda *record: _flip(tf, *load(*record), rank), num_parallel_calls=calls)
     else:
         # Cached after decoding and before the random flip and the shuffle, so those stay random on every pass.
         decoded = records.map(load, num_parallel_calls=calls)
-        decoded = decoded.cache() if workload.cache == CACHE_IN_MEMORY else decoded.cache(
+        decoded = decoded.cache() if workload.settings.cache == CACHE_IN_MEMORY else decoded.cache(
             cache_file(workload, rank, size, sources))
         images = decoded.map(lambda image, y: _flip(tf, image, y, rank), num_parallel_calls=calls)
     pipeline = (images.shuffle(1024, seed=rank, reshuffle_each_iteration=True).repeat()
                 .batch(workload.batch_size, drop_remainder=True, num_parallel_calls=calls)
                 .prefetch(tf.data.AUTOTUNE))
-    if workload.prefetch_to_device:
+    if workload.settings.prefetch_to_device:
         # TF 2.15: copy_to_device onto the GPU, then a prefetch buffer there; it must be the pipeline's last step.
         pipeline = pipeline.apply(tf.data.experimental.prefetch_to_device(_gpu(tf)))
     return iter(pipeline)
@@ -114,10 +117,10 @@ def tfrecords(tf: Any, workload: Workload, rank: int, size: int) -> Iterator[tup
         return example["image/encoded"], example["image/findings"]
 
     # cycle_length None leaves it to tf.data (from the CPUs, TF 2.15's interleave), which "autotune" stands for.
-    cycle = None if workload.interleave_cycle_length == AUTOTUNE else workload.interleave_cycle_length
+    cycle = None if workload.settings.interleave_cycle_length == AUTOTUNE else workload.settings.interleave_cycle_length
     records = (tf.data.Dataset.from_tensor_slices(files).shard(size, rank)
                .interleave(tf.data.TFRecordDataset, cycle_length=cycle,
-                           num_parallel_calls=parallelism(tf, workload.num_parallel_calls)))
+                           num_parallel_calls=parallelism(tf, workload.settings.num_parallel_calls)))
     return _finish(tf, records, parse, workload, rank, size, paths)
 
 

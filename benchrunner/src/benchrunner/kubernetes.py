@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from benchrunner import launchers
+from benchrunner.launchers import mpijob as k8s_launcher
 
 MPIJOB_SCHEMA = "mpijob.kubeflow.org-v2beta1.json"
 # Custom resources and configuration kinds: (apiVersion, kind) -> schema file.
@@ -54,7 +54,7 @@ def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_
     templates, from the Kubernetes API."""
     _check(MPIJOB_SCHEMA, manifest, "MPIJob (kubeflow.org/v2beta1)")
     workers = manifest["spec"]["mpiReplicaSpecs"]["Worker"].get("replicas", 1)
-    problems = launchers.k8s_name_problems(manifest["metadata"]["name"], workers)
+    problems = k8s_launcher.k8s_name_problems(manifest["metadata"]["name"], workers)
     if problems:
         raise ValueError(f"MPIJob {manifest['metadata']['name']}: " + "; ".join(problems))
     for role, replica in manifest["spec"]["mpiReplicaSpecs"].items():

@@ -119,3 +119,29 @@ def test_a_slurm_partition_that_does_not_exist_is_refused_before_anything_is_wri
     err = capsys.readouterr().err
     assert "Slurm partition 'gpu' does not exist (Partition gpu not found); the cluster's partitions: batch" in err
     assert not (tmp_path / "node").exists() and not (tmp_path / "SUBMITTED").exists()
+
+
+def test_the_framework_is_the_jobs_own_key_and_recorded():
+    assert job_document.resolve(request())["framework"] == "tensorflow-horovod"
+    resolved = job_document.resolve(request(framework="pytorch-ddp", launcher="torchrun",
+                                            workload={"channels_last": True}))
+    assert resolved["framework"] == "pytorch-ddp" and resolved["workload"] == {"channels_last": True}
+    job = job_document.plan(resolved).job
+    assert job.framework == "pytorch-ddp" and job.workload.settings.channels_last is True
+    assert job_document.resolve(json.loads(results.dumps(resolved))) == resolved
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"workload": {"framework": "pytorch-ddp"}}, "workload: framework is the job's own key"),
+    ({"framework": "jax"}, "framework.*'jax'"),
+    ({"workload": {"xla": True}, "framework": "pytorch-ddp"},
+     "workload setting xla belongs to tensorflow-horovod, not to this job's framework pytorch-ddp"),
+    ({"workload": {"channels_last": True}},
+     "workload setting channels_last belongs to pytorch-ddp, not to this job's framework tensorflow-horovod"),
+    ({"launcher": "torchrun"}, "launcher torchrun does not start tensorflow-horovod ranks"),
+    ({"launcher": "torchrun", "framework": "pytorch-ddp", "stack": "slurm"},
+     "launcher torchrun does not run on stack slurm"),
+])
+def test_a_job_whose_framework_does_not_fit_is_refused_naming_the_key(changes, message):
+    with pytest.raises(ValueError, match=message):
+        job_document.resolve(request(**changes))

@@ -5,7 +5,7 @@ import shlex
 import pytest
 
 from benchrunner import cli, kubernetes, launchers, rank_env
-from benchrunner.launchers import horovodrun, mpirun, srun
+from benchrunner.launchers import horovodrun, mpirun, srun, torchrun
 from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.workload import Workload
 
@@ -243,3 +243,78 @@ def test_a_refused_submission_returns_sbatch_s_reason(tmp_path, monkeypatch, cap
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert srun.submit_and_follow(tmp_path / "job.sbatch") == 1
     assert "invalid partition specified: gpu" in capsys.readouterr().err
+
+
+def torch_job(**changes) -> launchers.Job:
+    workload = Workload.from_mapping({"framework": "pytorch-ddp", "model": "resnet50", "image_size": 224,
+                                      "batch_size": 64, "channels_last": True})
+    return job(**{"launcher": "torchrun", "workload": workload, **changes})
+
+
+def test_torchrun_starts_one_agent_per_node_meeting_at_the_first():
+    agents = torchrun.commands(torch_job(hosts=("gpu1", "gpu2")))
+    assert [host for host, _ in agents] == ["gpu1", "gpu2"]
+    remote = shlex.split(agents[1][1][-1])
+    assert agents[1][1][:5] == ["ssh", "-o", "BatchMode=yes", "gpu2", "--"]
+    agent = remote[remote.index("/opt/hpcml/venv/bin/torchrun"):]
+    assert agent[:8] == ["/opt/hpcml/venv/bin/torchrun", "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                         "--rdzv-endpoint=gpu1:29400", "--rdzv-id=camp.train-resnet50.r1", "--max-restarts=0",
+                         "--no-python"]
+    ranks = parsed(agent)
+    assert (ranks.framework, ranks.launcher, ranks.channels_last) == ("pytorch-ddp", "torchrun", True)
+    # The ranks' environment travels on the remote command line; torchrun itself says where rank 0 is.
+    assert "NCCL_DEBUG=INFO" in remote and "BENCHRUNNER_GPU=1" in remote
+    assert not any(word.startswith("MASTER_ADDR=") for word in remote)
+
+
+def test_torchrun_runs_the_local_agent_without_ssh(monkeypatch):
+    monkeypatch.setattr(torchrun.socket, "gethostname", lambda: "gpu1.cluster.example")
+    agents = torchrun.commands(torch_job(hosts=("gpu1", "gpu2"), ranks=8))
+    assert agents[0][1][0] == "/opt/hpcml/venv/bin/torchrun" and agents[1][1][0] == "ssh"
+
+
+def test_torchrun_ends_the_job_when_one_agent_fails(tmp_path, monkeypatch, capsys):
+    # Stand-ins: a torchrun that fails on the second node, and an ssh that runs the remote command here.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text('#!/bin/sh\ncase "$HOSTNAME_UNDER_TEST" in gpu2) exit 3;; esac\nsleep 30\n')
+    (bin_dir / "ssh").write_text('#!/bin/sh\nhost=$3\nshift 4\nHOSTNAME_UNDER_TEST=$host exec sh -c "$*"\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(torchrun.socket, "gethostname", lambda: "gpu1")
+    monkeypatch.setattr(torchrun, "POLL_S", 0.05)
+    job_ = torch_job(hosts=("gpu1", "gpu2"), benchrunner=str(bin_dir / "benchrunner"),
+                     output_dir=str(tmp_path / "run" / "raw"))
+    assert torchrun.start(job_, launchers.Options()) == 3
+    assert "torchrun agent on gpu2 exited 3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("launcher", "framework", "message"), [
+    ("torchrun", "tensorflow-horovod", "launcher torchrun does not start tensorflow-horovod ranks"),
+    ("horovodrun", "pytorch-ddp", "launcher horovodrun does not start pytorch-ddp ranks"),
+])
+def test_a_launcher_refuses_a_framework_it_cannot_start(launcher, framework, message):
+    with pytest.raises(ValueError, match=message):
+        job(launcher=launcher, workload=Workload(framework=framework)).validate()
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "srun"])
+def test_pytorch_ranks_started_directly_learn_where_rank_0_is(launcher):
+    environment = torch_job(launcher=launcher, stack="slurm").environment()
+    assert (environment["MASTER_ADDR"], environment["MASTER_PORT"]) == ("gpu1", "29500")
+
+
+def test_slurm_tells_pytorch_ranks_the_first_node_it_chose():
+    script = srun.script(torch_job(launcher="srun", stack="slurm", hosts=()))
+    assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
+    assert "export MASTER_PORT=29500" in script
+
+
+def test_an_mpijob_tells_pytorch_ranks_worker_0s_name():
+    job_ = torch_job(launcher="mpijob", stack="k8s", hosts=())
+    name = k8s_launcher.k8s_name(job_.run_id, job_.nodes)
+    assert job_.environment()["MASTER_ADDR"] == f"{name}-worker-0.{name}"
+    manifest = k8s_launcher.mpijob_manifest(job_, image="benchrunner:test")
+    env = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "MASTER_ADDR", "value": f"{name}-worker-0.{name}"} in env

@@ -120,7 +120,7 @@ def test_a_rank_that_asked_for_a_gpu_and_trained_on_the_cpu_fails_sanity(run_dir
     check = checks_by_name(document)["trained where asked"]
     assert check["passed"] is False
     assert check["detail"] == ("rank 1 on node2 trained on /job:localhost/replica:0/task:0/device:CPU:0 though the job "
-                               "asked for a GPU: TensorFlow saw 0 GPU(s) (built with CUDA 12.2, cuDNN 8)")
+                               "asked for a GPU: tensorflow-horovod saw 0 GPU(s) (built with CUDA 12.2, cuDNN 8)")
     assert document["sanity"]["passed"] is False
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchrunner import launchers, mpijob, results, summary
+from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.workload import Workload
 from lab import PROJECT
 
@@ -103,7 +104,7 @@ def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(ima
     job = launchers.Job(run_id="e2e-mpijob-image", output_dir="/tmp/benchrunner/e2e-mpijob-image/raw", ranks=2,
                         stack="k8s", launcher="mpijob", network="overlay",
                         workload=Workload(image_size=32, batch_size=16, warmup_steps=2, measured_steps=5))
-    manifest = launchers.mpijob_manifest(job, image=image)
+    manifest = k8s_launcher.mpijob_manifest(job, image=image)
     name, spec = manifest["metadata"]["name"], manifest["spec"]
     specs = spec["mpiReplicaSpecs"]
     workers = worker_names(name, specs["Worker"]["replicas"])

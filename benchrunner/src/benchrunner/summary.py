@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchrunner import provenance, report, results, stats
+from benchrunner import frameworks, provenance, report, results, stats
 from benchrunner import workload as workload_module
 
 RAW_DIR = "raw"
@@ -32,14 +32,21 @@ def _device_check(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         device = r.get("device")
         if device is None:
             problems.append(f"rank {r['rank']} recorded no device")
-        elif device["asked_gpu"] and ":GPU:" not in device["trained_on"].upper():
-            tf = r["provenance"]["tensorflow"]
+        elif device["asked_gpu"] and not _on_gpu(device["trained_on"]):
+            framework = frameworks.get(r.get("framework", frameworks.DEFAULT))
+            built = {key.rsplit("_", 1)[-1]: value for key, value in framework.versions(r["provenance"]).items()
+                     if "_built_" in key}
             problems.append(f"rank {r['rank']} on {r['host']} trained on {device['trained_on']} though the job asked for "
-                            f"a GPU: TensorFlow saw {device['gpus_visible']} GPU(s) (built with CUDA {tf.get('cuda')}, "
-                            f"cuDNN {tf.get('cudnn')})")
+                            f"a GPU: {framework.NAME} saw {device['gpus_visible']} GPU(s) (built with CUDA "
+                            f"{built.get('cuda')}, cuDNN {built.get('cudnn')})")
     asked = any(r.get("device", {}).get("asked_gpu") for r in ranks)
     return {"name": "trained where asked", "passed": not problems,
             "detail": "; ".join(problems) or ("every rank on its GPU" if asked else "CPU run: no GPU asked for")}
+
+
+def _on_gpu(trained_on: str) -> bool:
+    """TensorFlow names a GPU /job:.../device:GPU:0, PyTorch cuda:0."""
+    return ":GPU:" in trained_on.upper() or trained_on.startswith("cuda")
 
 
 def _machine(rank: dict[str, Any]) -> str | None:
@@ -148,17 +155,13 @@ def input_figures(workload: dict[str, Any], ranks: list[dict[str, Any]]) -> dict
 
 def _versions(rank0: dict[str, Any]) -> dict[str, str | None]:
     prov = rank0["provenance"]
+    framework = frameworks.get(rank0.get("framework", frameworks.DEFAULT))
     return {
         "benchrunner": prov["benchrunner"]["version"],
         "git_commit": prov["benchrunner"].get("git_commit"),
         "python": prov["python"],
-        "tensorflow": prov["tensorflow"]["version"],
-        "horovod": prov["horovod"]["version"],
-        "horovod_controller": prov["horovod"]["controller"],
+        **framework.versions(prov),
         "mpi": prov.get("mpi"),
-        "tensorflow_built_cuda": prov["tensorflow"].get("cuda"),
-        "tensorflow_built_cudnn": prov["tensorflow"].get("cudnn"),
-        "nccl": prov["horovod"].get("nccl"),
         "nvidia_driver": prov.get("nvidia_driver"),
         "os": prov["os"],
         "kernel": prov["kernel"],

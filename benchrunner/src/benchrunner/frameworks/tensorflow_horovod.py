@@ -84,6 +84,18 @@ class Settings:
 BEFORE_RECORDED: dict[str, Any] = {key: getattr(Settings(), key) for key in PIPELINE_KEYS}
 
 
+def versions(provenance: dict[str, Any]) -> dict[str, str | None]:
+    """What a run's summary names of this framework's build, from a rank's provenance."""
+    return {
+        "tensorflow": provenance["tensorflow"]["version"],
+        "horovod": provenance["horovod"]["version"],
+        "horovod_controller": provenance["horovod"]["controller"],
+        "tensorflow_built_cuda": provenance["tensorflow"].get("cuda"),
+        "tensorflow_built_cudnn": provenance["tensorflow"].get("cudnn"),
+        "nccl": provenance["horovod"].get("nccl"),
+    }
+
+
 def train(workload: Any, settings: Settings, context: Any) -> dict[str, Any]:
     from benchrunner import train as tf_train  # noqa: PLC0415 - imports TensorFlow when it runs
 

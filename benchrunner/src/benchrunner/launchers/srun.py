@@ -25,8 +25,12 @@ LEAVES = (SCRIPT,)
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
+# Where Slurm picks the nodes, the first is known only inside the job: the batch script finds it.
+ALLOCATION_FIRST_NODE = "<the allocation's first node>"
+
+
 def first_host(job: Job) -> str | None:
-    return job.hosts[0] if job.hosts else None
+    return job.hosts[0] if job.hosts else ALLOCATION_FIRST_NODE
 
 
 def slurm_problems(partition: str | None, mpi: str) -> list[str]:
@@ -66,8 +70,7 @@ def script(job: Job, partition: str | None = None, mpi: str = "pmix", time_limit
               # Launch time is when the job starts on its nodes; queueing is not the workload's cost.
               f"export {LAUNCHED_AT_ENV}=$(date +%s.%N)"]
     environment = job.environment()
-    if "MASTER_ADDR" in environment and not job.hosts:
-        # Slurm chose the nodes: rank 0 runs on the first of them.
+    if environment.get("MASTER_ADDR") == ALLOCATION_FIRST_NODE:
         environment.pop("MASTER_ADDR")
         lines.append('MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
         lines.append("export MASTER_ADDR")

@@ -24,3 +24,10 @@ class Settings:
 def rank_environment(first_host: str | None) -> dict[str, str]:
     """Where rank 0's store listens, for ranks that no torchrun told (mpirun, srun, an MPIJob)."""
     return {} if first_host is None else {"MASTER_ADDR": first_host, "MASTER_PORT": MASTER_PORT}
+
+
+def versions(provenance: dict[str, Any]) -> dict[str, str | None]:
+    """What a run's summary names of this framework's build, from a rank's provenance."""
+    torch = provenance["torch"]
+    return {"torch": torch["version"], "backend": torch["backend"], "torch_built_cuda": torch.get("cuda"),
+            "torch_built_cudnn": None if torch.get("cudnn") is None else str(torch["cudnn"]), "nccl": torch.get("nccl")}

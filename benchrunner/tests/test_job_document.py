@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -119,3 +120,62 @@ def test_a_slurm_partition_that_does_not_exist_is_refused_before_anything_is_wri
     err = capsys.readouterr().err
     assert "Slurm partition 'gpu' does not exist (Partition gpu not found); the cluster's partitions: batch" in err
     assert not (tmp_path / "node").exists() and not (tmp_path / "SUBMITTED").exists()
+
+
+def mpijob_request(**kubernetes):
+    return request(launcher="mpijob", stack="k8s", ranks=2, kubernetes=kubernetes)
+
+
+# Each value a job's kubernetes settings put into its MPIJob, wrong by the rule the API server (or Multus) applies.
+BAD_KUBERNETES = {
+    "runtime_class": ("Bad Class!", "kubernetes.runtime_class 'Bad Class!' is not a RuntimeClass name, a DNS-1123 "
+                                    "subdomain"),
+    "namespace": ("Bench_NS", "kubernetes.namespace 'Bench_NS' is not a DNS-1123 label"),
+    "results_claim": ("results claim", "kubernetes.results_claim 'results claim' is not a PersistentVolumeClaim name"),
+    "network_attachment": ("default/rdma_net", "entry 'default/rdma_net' is not [namespace/]name[@interface]"),
+    "image": ("registry.example.com/b:1 --privileged", "kubernetes.image 'registry.example.com/b:1 --privileged' "
+                                                        "must be an image reference"),
+    "shm_size": ("1 GB", "kubernetes.shm_size '1 GB' is not a Kubernetes quantity"),
+    "worker_cpu": ("-2", "kubernetes.worker_cpu '-2' is not a Kubernetes quantity of 0 or more"),
+    "worker_memory": ("2GiB", "kubernetes.worker_memory '2GiB' is not a Kubernetes quantity"),
+    "rdma_resource": ("rdma_shared_device_a", "kubernetes.rdma_resource 'rdma_shared_device_a' has no domain"),
+    "version": ("1.99.0", "Kubernetes 1.99.0: the offline validator knows 1.25.0 to"),
+}
+
+
+def test_every_kubernetes_value_of_an_mpijob_is_checked_all_at_once():
+    with pytest.raises(ValueError) as refused:
+        job_document.resolve(mpijob_request(**{key: value for key, (value, _) in BAD_KUBERNETES.items()}))
+    for _, said in BAD_KUBERNETES.values():
+        assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("key", sorted(BAD_KUBERNETES))
+def test_a_kubernetes_value_the_api_server_would_refuse_is_refused_by_resolve(key):
+    value, said = BAD_KUBERNETES[key]
+    with pytest.raises(ValueError, match=re.escape(said)):
+        job_document.resolve(mpijob_request(**{key: value}))
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("runtime_class", "nvidia"), ("runtime_class", "kata.fc-2"), ("namespace", "bench-1"),
+    ("results_claim", "bench.results-rwx"), ("network_attachment", "default/rdma-net@net1, ipoib-net"),
+    ("image", "registry.example.com:5000/hpcml/benchrunner@sha256:" + "0" * 64), ("shm_size", "1.5Gi"),
+    ("worker_cpu", "500m"), ("worker_cpu", "+2"), ("worker_memory", "1e9"), ("worker_memory", "2G"),
+    ("rdma_resource", "rdma/hca_shared_devices_a"), ("version", "1.31"), ("version", "v1.33.5"),
+])
+def test_values_the_api_server_accepts_pass(key, value):
+    assert job_document.resolve(mpijob_request(**{key: value}))["kubernetes"][key] == value
+
+
+def test_the_launch_options_are_checked_like_a_document(capsys):
+    assert cli.main(["launch", "--dry-run", "--launcher", "mpijob", "--stack", "k8s", "--run-id", "r1", "--ranks", "1",
+                     "--runtime-class", "Bad Class!", "--worker-memory", "lots"]) == 2
+    err = capsys.readouterr().err
+    assert "kubernetes.runtime_class 'Bad Class!' is not a RuntimeClass name" in err
+    assert "kubernetes.worker_memory 'lots' is not a Kubernetes quantity" in err and len(err.splitlines()) == 1
+
+
+def test_a_release_older_than_the_validator_knows_is_refused_by_name():
+    with pytest.raises(ValueError, match=re.escape("Kubernetes 1.20.0: the offline validator knows 1.25.0 to")):
+        job_document.resolve(mpijob_request(version="1.20.0"))

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from benchrunner import __version__, campaign, dataset, job_document, kubernetes, launchers, report, results, summary
+from benchrunner import __version__, campaign, data, dataset, job_document, kubernetes, launchers, report, results, summary
 from benchrunner.playbooks import BENCHMARK_TAG
 from benchrunner.workload import Workload, add_arguments
 
@@ -81,8 +81,6 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     directory = dataset.generate(Path(args.directory), dataset.Spec(args.images, args.image_size, args.seed))
     print(f"{directory}: {args.images} images of {args.image_size}px with {dataset.LABELS_CSV}")
     if tf is not None:
-        from benchrunner import data  # noqa: PLC0415 - imports TensorFlow's helpers
-
         shards = data.write_tfrecords(tf, directory, args.tfrecord_shards)
         print(f"{directory / data.TFRECORD_DIR}: {len(shards)} TFRecord shards")
     return 0
@@ -146,9 +144,12 @@ def _launch(args: argparse.Namespace, request: Any, source: str) -> int:
     if plan.job.launcher == "mpijob":
         return _launch_mpijob(args, plan)
     partition = plan.slurm["partition"]
-    problem = partition and plan.job.launcher == "srun" and not args.dry_run and launchers.partition_problem(partition)
-    if problem:
-        raise ValueError(problem)
+    # What this host and the cluster must hold for the job, asked before anything is written or started.
+    problems = [] if args.dry_run else [p for p in (
+        data.dataset_problem(plan.job.workload, plan.job.ranks) if plan.job.program == "train" else None,
+        partition and plan.job.launcher == "srun" and launchers.partition_problem(partition)) if p]
+    if problems:
+        raise ValueError("; ".join(problems))
     if not args.dry_run:
         # The record of what was asked, beside the ranks' raw/ results.
         results.write_atomic(Path(plan.job.output_dir).parent / job_document.JOB_JSON, results.dumps(plan.document))

@@ -80,7 +80,7 @@ def _subdomain(value: str) -> bool:
 def resource_name_problem(name: str) -> str | None:
     prefix, _, part = name.rpartition("/")
     if not prefix:
-        return None if _STANDARD_RESOURCE.match(name) else (
+        return None if _STANDARD_RESOURCE.fullmatch(name) else (
             "is neither a standard resource (cpu, memory, ephemeral-storage, hugepages-<size>) nor a "
             "domain-prefixed extended resource such as nvidia.com/gpu or rdma/<name>")
     if not _subdomain(prefix) or len(part) > 63 or not _NAME_PART.fullmatch(part):

@@ -56,6 +56,13 @@ def test_golden_mpijobs_are_valid_kubernetes(network):
     assert kubernetes.validate(render(network), "1.33.5") == f"kubeflow.org/v2beta1 MPIJob {render(network)['metadata']['name']}"
 
 
+
+@pytest.mark.parametrize("release", ["1.20.0", "1.99.0", "latest"])
+def test_a_release_the_validator_does_not_know_is_named_not_a_traceback(release):
+    # kubernetes-validate compares releases as strings, and indexes an empty list for one older than it knows.
+    with pytest.raises(ValueError, match=re.escape(f"Kubernetes {release}: the offline validator knows 1.25.0 to")):
+        kubernetes.validate(render("tcp"), release)
+
 def worker(manifest: dict) -> dict:
     return manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
 

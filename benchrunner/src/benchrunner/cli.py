@@ -16,6 +16,7 @@ import yaml
 from benchrunner import (
     __version__,
     campaign,
+    data,
     dataset,
     frameworks,
     job_document,
@@ -93,8 +94,6 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     directory = dataset.generate(Path(args.directory), dataset.Spec(args.images, args.image_size, args.seed))
     print(f"{directory}: {args.images} images of {args.image_size}px with {dataset.LABELS_CSV}")
     if tf is not None:
-        from benchrunner import data  # noqa: PLC0415 - imports TensorFlow's helpers
-
         shards = data.write_tfrecords(tf, directory, args.tfrecord_shards)
         print(f"{directory / data.TFRECORD_DIR}: {len(shards)} TFRecord shards")
     return 0
@@ -158,9 +157,12 @@ def _launch(args: argparse.Namespace, request: Any, source: str) -> int:
     if plan.job.launcher == "mpijob":
         return _launch_mpijob(args, plan)
     partition = plan.slurm["partition"]
-    problem = partition and plan.job.launcher == "srun" and not args.dry_run and srun.partition_problem(partition)
-    if problem:
-        raise ValueError(problem)
+    # What this host and the cluster must hold for the job, asked before anything is written or started.
+    problems = [] if args.dry_run else [p for p in (
+        data.dataset_problem(plan.job.workload, plan.job.ranks) if plan.job.program == "train" else None,
+        partition and plan.job.launcher == "srun" and srun.partition_problem(partition)) if p]
+    if problems:
+        raise ValueError("; ".join(problems))
     if not args.dry_run:
         # The record of what was asked, beside the ranks' raw/ results.
         results.write_atomic(Path(plan.job.output_dir).parent / job_document.JOB_JSON, results.dumps(plan.document))
@@ -247,16 +249,23 @@ def cmd_report(args: argparse.Namespace) -> int:
             summary.write_report(run_dir, results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON))
         sys.stdout.write((run_dir / report.REPORT_MD).read_text())
         return 0
-    return _report_campaign(results_dir, campaign_dir, args.pool)
+    return _report_campaign(results_dir, campaign_dir, args.pool, strict=args.strict)
 
 
-def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str]) -> int:
+def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str], strict: bool = False) -> int:
+    """The campaign's report over every done run that can be read; those that cannot are listed first, and fail the
+    command only when strict."""
     state = results.load(results.CAMPAIGN_STATE, campaign_dir / campaign.STATE_JSON)
     name = state["campaign"]
-    summaries, sweeps = report.load_runs(results_dir, sorted(
+    summaries, sweeps, unreadable = report.read_runs(results_dir, sorted(
         run_id for run_id, entry in state["runs"].items() if entry["status"] == "done"))
+    if not summaries and not sweeps and unreadable:
+        raise results.ResultError(f"campaign {name}: no done run could be read: " + "; ".join(unreadable))
     failed = {run_id: e["reason"] for run_id, e in sorted(state["runs"].items()) if e["status"] == "failed"}
-    intro = [f"Campaign {name}: {len(summaries) + len(sweeps)} runs done, {len(failed)} failed."]
+    # First, so that no reader takes the report for the whole campaign.
+    intro = [f"could not read {problem}" for problem in unreadable]
+    intro.append(f"Campaign {name}: {len(summaries) + len(sweeps)} runs done, {len(failed)} failed"
+                 + (f", {len(unreadable)} done but unreadable, left out of this report." if unreadable else "."))
     intro += [f"failed: {run_id}: {reason}" for run_id, reason in failed.items()]
     if "order" in state:
         intro.append(f"Order: repeat rounds, every point once in each, shuffled (seed {state['order']['seed']}); "
@@ -265,7 +274,10 @@ def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str]) -
                         pooled=pooled)
     sys.stdout.write(path.read_text())
     print(f"\nreport: {path} and {path.with_name(report.REPORT_HTML)}", file=sys.stderr)
-    return 0
+    if unreadable:
+        print(f"benchrunner: {len(unreadable)} done run(s) could not be read and are left out of the report (listed "
+              "at its top)", file=sys.stderr)
+    return 1 if unreadable and strict else 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -546,6 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "report", help="report on a run or a campaign (default: results/latest)")
     p.add_argument("target", nargs="?", help="a run folder, a campaign folder or a campaign name")
     p.add_argument("--results-dir", default="results")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a campaign's done run cannot be read (the "
+                   "report on the others is written all the same)")
     _add_pool(p)
     p.set_defaults(func=cmd_report)
 

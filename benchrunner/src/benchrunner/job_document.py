@@ -146,6 +146,10 @@ def _settings_problems(document: dict[str, Any], complete: bool) -> list[str]:
             and not document["kubernetes"]["rdma_resource"]:
         problems.append("an RDMA MPIJob needs kubernetes.rdma_resource, the RDMA device plugin's resource "
                         "(e.g. rdma/rdma_shared_device_a: rdma/ and the inventory's cluster_kubernetes_rdma_resource_name)")
+    if document["launcher"] == "mpijob":
+        # Here, not only when the MPIJob is rendered at launch: preflight resolves the job before the play writes
+        # anything, and only what resolve refuses stops it there.
+        problems += kubernetes.settings_problems(document["kubernetes"])
     return problems
 
 

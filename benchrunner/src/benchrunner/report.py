@@ -93,16 +93,28 @@ def workload_label(workload: dict[str, Any]) -> str:
     return label + (f" preset={workload['preset']}" if workload.get("preset") else "")
 
 
-def load_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Training summaries and allreduce sweeps of the given runs, validated on load."""
-    summaries, sweeps = [], []
+def read_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Training summaries and allreduce sweeps of the given runs, validated on load, and why each run that could
+    not be read was not (its file and the problem)."""
+    summaries, sweeps, unreadable = [], [], []
     for run_id in run_ids:
         run_dir = results_dir / run_id
         sweep = run_dir / "raw" / results.SWEEP_JSON
-        if sweep.exists():
-            sweeps.append(results.load(results.ALLREDUCE_RESULT, sweep))
-        else:
-            summaries.append(results.load(results.SUMMARY, run_dir / "summary.json"))
+        try:
+            if sweep.exists():
+                sweeps.append(results.load(results.ALLREDUCE_RESULT, sweep))
+            else:
+                summaries.append(results.load(results.SUMMARY, run_dir / "summary.json"))
+        except results.ResultError as exc:
+            unreadable.append(str(exc))
+    return summaries, sweeps, unreadable
+
+
+def load_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """As read_runs, for callers that need every run: one that cannot be read is an error naming its file."""
+    summaries, sweeps, unreadable = read_runs(results_dir, run_ids)
+    if unreadable:
+        raise results.ResultError("; ".join(unreadable))
     return summaries, sweeps
 
 

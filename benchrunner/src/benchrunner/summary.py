@@ -414,13 +414,30 @@ def render_markdown(summary: dict[str, Any], run_dir: Path | None = None) -> str
                            links)
 
 
+def check_run_folder(run_dir: Path) -> None:
+    """Refuse, before anything is written, a run folder whose summary would end in a failed or wrong latest link:
+    one named like the results folder's own entries, or one beside a latest that is not a link."""
+    if run_dir.name in results.RESERVED_RUN_IDS:
+        raise results.ResultError(f"{run_dir}: {run_dir.name!r} is reserved for the results folder's own "
+                                  f"{run_dir.name}, not a run's folder; rename the folder to its run id and "
+                                  "summarize that")
+    link = run_dir.parent / LATEST
+    if link.exists() and not link.is_symlink():
+        raise results.ResultError(f"{link}: not the link to the latest run but a {'folder' if link.is_dir() else 'file'}"
+                                  "; move it away (a run folder: rename it to its run id), then summarize again")
+
+
 def point_latest(run_dir: Path) -> Path:
     """Point <results>/latest at run_dir, replacing the old link in one rename."""
     link = run_dir.parent / LATEST
     tmp = run_dir.parent / f".{LATEST}.{os.getpid()}"
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_dir.name)
-    os.replace(tmp, link)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return link
 
 
@@ -431,6 +448,7 @@ def sweep_path(run_dir: Path) -> Path | None:
 
 
 def write_sweep(run_dir: Path) -> dict[str, Any]:
+    check_run_folder(run_dir)
     sweep = results.load(results.ALLREDUCE_RESULT, run_dir / RAW_DIR / results.SWEEP_JSON)
     report.write_sweep(run_dir, sweep)
     point_latest(run_dir)
@@ -449,6 +467,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
 
 
 def write(run_dir: Path) -> dict[str, Any]:
+    check_run_folder(run_dir)
     summary = summarize(run_dir)
     results.save(results.SUMMARY, summary, run_dir / SUMMARY_JSON)
     write_report(run_dir, summary)

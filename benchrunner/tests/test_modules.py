@@ -32,7 +32,9 @@ def imports() -> dict[str, set[str]]:
             for alias in node.names:
                 target = f"{base}.{alias.name}".lstrip(".")
                 found.add(target if target in found_modules else base)
-        graph[name] = found - {"__version__", "", name}
+        # A package running its own modules (a plugin's entry points) is not a dependency on them: they build on
+        # what the package declares.
+        graph[name] = {target for target in found - {"__version__", "", name} if not target.startswith(f"{name}.")}
     return graph
 
 

@@ -276,13 +276,6 @@ def training_line(workload: dict[str, Any]) -> str:
     return f"training: {optimizer}, learning rate {w['learning_rate']:g}{scaling}, {w['lr_schedule']}{warmup}{preset}"
 
 
-def pipeline_settings(workload: dict[str, Any]) -> str:
-    w = workload_module.complete_record(workload)
-    return (f"cache {w['cache'] or 'none'}, prefetch to device {'yes' if w['prefetch_to_device'] else 'no'}, "
-            f"parallel calls {w['num_parallel_calls']}"
-            + (f", interleave cycle {w['interleave_cycle_length']}" if w["data"] == "tfrecord" else ""))
-
-
 def throughput_line(summary: dict[str, Any]) -> str:
     """The run's figure and its spread, saying what the spread is over."""
     total = summary["throughput"]["total"]
@@ -346,14 +339,16 @@ def previous_lines(run_dir: Path, summary: dict[str, Any]) -> list[str]:
 
 
 def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
-    w = summary["workload"]
+    w = workload_module.complete_record(summary["workload"])
+    framework = frameworks.get(w["framework"])
     elapsed = summary["elapsed_s"]
     date = report.day(summary["started_at"]) if "started_at" in summary else (
         f"not recorded (summarized {report.day(summary['created_at'])})")
     return [
         f"run date: {date}",
         f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {w['image_size']}px, {w['precision']}"
-        f"{', XLA' if w['xla'] else ''}",
+        + "".join(f", {part}" for part in framework.model_settings(w))
+        + ("" if w["framework"] == frameworks.DEFAULT else f" ({w['framework']})"),
         f"stack {summary['stack']}, launcher {summary['launcher']}, network {summary['network']}, "
         f"{summary['ranks']} ranks on {len(summary.get('nodes') or summary['hosts'])} nodes",
         hardware_line(summary),
@@ -361,7 +356,7 @@ def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
         training_line(w),
         # Summaries written before the input wait was measured have no "input".
         "input: " + summary.get("input", {}).get("verdict", "not recorded (summary made before input wait)")
-        + (f"; pipeline: {pipeline_settings(w)}" if w["data"] != "synthetic" else ""),
+        + (f"; pipeline: {framework.input_settings(w)}" if w["data"] != "synthetic" else ""),
         "sanity: " + ("passed" if summary["sanity"]["passed"] else "FAILED: " + "; ".join(
             c["detail"] for c in summary["sanity"]["checks"] if not c["passed"])),
         window_line(summary),

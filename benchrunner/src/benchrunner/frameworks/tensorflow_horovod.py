@@ -84,6 +84,18 @@ class Settings:
 BEFORE_RECORDED: dict[str, Any] = {key: getattr(Settings(), key) for key in PIPELINE_KEYS}
 
 
+def model_settings(record: dict[str, Any]) -> list[str]:
+    """How the model ran, as a run's page names it."""
+    return ["XLA"] if record.get("xla") else []
+
+
+def input_settings(record: dict[str, Any]) -> str:
+    """Real data's tf.data pipeline, as a run's page names it."""
+    return (f"cache {record['cache'] or 'none'}, prefetch to device {'yes' if record['prefetch_to_device'] else 'no'}, "
+            f"parallel calls {record['num_parallel_calls']}"
+            + (f", interleave cycle {record['interleave_cycle_length']}" if record["data"] == "tfrecord" else ""))
+
+
 def versions(provenance: dict[str, Any]) -> dict[str, str | None]:
     """What a run's summary names of this framework's build, from a rank's provenance."""
     return {

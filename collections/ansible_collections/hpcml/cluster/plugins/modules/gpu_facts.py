@@ -16,7 +16,7 @@ description:
 extends_documentation_fragment:
   - hpcml.cluster.sysfs
   - hpcml.cluster.sysfs.nvidia_smi
-author: hpcml
+author: hpcml maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -19,7 +19,7 @@ help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
 	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
-	@echo "make bench     peer baselines on the lab (after make demo): benchrunner vs Horovod's synthetic benchmark, allreduce vs iperf3"
+	@echo "make bench     peer baselines on the lab (after make demo): benchrunner vs Horovod's synthetic benchmark and a plain DDP loop, allreduce sweeps vs iperf3"
 	@echo "make image     build the Kubernetes benchmark image (CPU) with podman; make image-push IMAGE=... pushes it"
 	@echo "make bench-stack  wall time of the bare-metal stack play on 1 vs 3 fresh lab machines (replaces the lab)"
 	@echo "make screenshots  headless Chromium screenshots of the run pages of recorded lab results (build/screenshots)"

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The peer of benchrunner's PyTorch path: a plain DistributedDataParallel training loop, in the style of PyTorch's
+own examples (init_process_group, the model on its device wrapped in DDP, SGD, one synthetic batch, backward and
+step), timed with time.perf_counter over the measured steps after the warmup.
+
+Started by mpirun: the rank and world size are Open MPI's, the rendezvous address is the MASTER_ADDR and
+MASTER_PORT the launcher exports. The network is benchrunner's (benchrunner.frameworks.pytorch_ddp.models), so that
+only the loop around it differs. Every rank prints one JSON line last: its images/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from benchrunner.frameworks.pytorch_ddp.models import build
+from benchrunner.frameworks.pytorch_ddp.training import AUTOCAST_TYPES
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--num-classes", type=int, default=10)
+    parser.add_argument("--warmup-steps", type=int, default=2)
+    parser.add_argument("--measured-steps", type=int, default=10)
+    parser.add_argument("--precision", choices=sorted(AUTOCAST_TYPES), default="fp32")
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    world_size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    local_rank = int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"])
+    if args.device == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world_size)
+
+    model, _ = build(args.model, args.image_size, args.num_classes)
+    model = DDP(model.to(device), device_ids=[local_rank] if device.type == "cuda" else None)
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    autocast_type = AUTOCAST_TYPES[args.precision]
+    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "mixed_float16")
+    images = torch.rand(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    labels = torch.randint(args.num_classes, (args.batch_size,), device=device)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        with torch.autocast(device.type, dtype=autocast_type, enabled=autocast_type is not None):
+            loss = criterion(model(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    def synchronize() -> None:
+        # CUDA queues the steps; the clock may only read once they have run.
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    model.train()
+    for _ in range(args.warmup_steps):
+        step()
+    synchronize()
+    started = time.perf_counter()
+    for _ in range(args.measured_steps):
+        step()
+    synchronize()
+    seconds = time.perf_counter() - started
+    print(json.dumps({"rank": rank, "size": world_size, "images_per_sec": args.batch_size * args.measured_steps / seconds}),
+          flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

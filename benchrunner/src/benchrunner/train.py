@@ -153,6 +153,26 @@ def input_wait(measurement: Measurement) -> dict[str, Any]:
             "per_step_s": stats.describe(measurement.input_waits).as_dict()}
 
 
+def measurements(workload: Workload, measured: Measurement, context: RunContext, finished_at: float) -> dict[str, Any]:
+    """What a rank's result says of its measured steps, whichever framework trained: its metrics and the series."""
+    step_times = measured.step_times
+    return {
+        "metrics": {
+            "images_per_sec": workload.batch_size * len(step_times) / measured.measured_s,
+            "measured_s": measured.measured_s,
+            "step_time_s": stats.describe(step_times).as_dict(),
+            "time_to_first_step_s": measured.first_step_done - (context.launched_at or PROCESS_STARTED_AT),
+            "launched_at": context.launched_at,
+            "started_at": PROCESS_STARTED_AT,
+            "finished_at": finished_at,
+            "input_wait": input_wait(measured),
+        },
+        "step_times_s": step_times,
+        "input_wait_s": measured.input_waits,
+        "losses": measured.losses,
+    }
+
+
 def run(workload: Workload, context: RunContext) -> dict[str, Any]:
     """Train for warmup + measured steps; write and return this rank's result."""
     workload.validate()
@@ -200,8 +220,6 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
 
     measured = measure(workload, lambda: next(batches), step, trace_steady_state)
     finished_at = time.time()
-    step_times = measured.step_times
-
     document = {
         "kind": results.RANK_RESULT,
         "schema_version": results.SCHEMA_VERSION,
@@ -212,19 +230,9 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
         "local_size": hvd.local_size(),
         "host": socket.gethostname(),
         "workload": workload.record(),
-        "metrics": {
-            "images_per_sec": workload.batch_size * len(step_times) / measured.measured_s,
-            "measured_s": measured.measured_s,
-            "step_time_s": stats.describe(step_times).as_dict(),
-            "time_to_first_step_s": measured.first_step_done - (context.launched_at or PROCESS_STARTED_AT),
-            "launched_at": context.launched_at,
-            "started_at": PROCESS_STARTED_AT,
-            "finished_at": finished_at,
-            "input_wait": input_wait(measured),
-        },
-        "step_times_s": step_times,
-        "input_wait_s": measured.input_waits,
-        "losses": measured.losses,
+        "framework": workload.framework,
+        "model": {"name": workload.model, "parameters": int(model.count_params()), "source": "keras"},
+        **measurements(workload, measured, context, finished_at),
         "device": {
             "asked_gpu": os.environ.get(GPU_ENV) == "1",
             # Where the model's weights live, so where the steps ran: /.../device:GPU:0, or CPU:0.

@@ -8,11 +8,11 @@ heavy: each program imports its framework when it runs, so the PyTorch path neve
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import fields
 from functools import cache
 from types import ModuleType
+
+from benchrunner import plugins
 
 DEFAULT = "tensorflow-horovod"
 
@@ -20,13 +20,7 @@ DEFAULT = "tensorflow-horovod"
 @cache
 def registry() -> dict[str, ModuleType]:
     """Every framework module of this package by its NAME."""
-    found: dict[str, ModuleType] = {}
-    for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if module.NAME in found:
-            raise RuntimeError(f"two framework modules are named {module.NAME}")
-        found[module.NAME] = module
-    return found
+    return plugins.discover(__name__, __path__, "framework")
 
 
 def names() -> tuple[str, ...]:
@@ -34,10 +28,7 @@ def names() -> tuple[str, ...]:
 
 
 def get(name: str) -> ModuleType:
-    try:
-        return registry()[name]
-    except KeyError:
-        raise ValueError(f"framework {name!r} is not one of {', '.join(names())}") from None
+    return plugins.pick(registry(), name, "framework")
 
 
 def setting_names(name: str) -> tuple[str, ...]:

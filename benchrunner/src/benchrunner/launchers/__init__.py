@@ -14,10 +14,8 @@ options and environment; only how the processes are placed differs. A launcher m
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
-import pkgutil
 import re
 import time
 from dataclasses import dataclass, field
@@ -25,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from benchrunner import frameworks, results
+from benchrunner import frameworks, plugins, results
 from benchrunner.rank_env import GPU_ENV, LAUNCHED_AT_ENV
 from benchrunner.sweep import MAX_BYTES, MIN_BYTES
 from benchrunner.workload import Workload
@@ -59,13 +57,7 @@ def path_problem(what: str, value: str) -> str | None:
 @cache
 def registry() -> dict[str, ModuleType]:
     """Every launcher module of this package by its NAME."""
-    found: dict[str, ModuleType] = {}
-    for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if module.NAME in found:
-            raise RuntimeError(f"two launcher modules are named {module.NAME}")
-        found[module.NAME] = module
-    return found
+    return plugins.discover(__name__, __path__, "launcher")
 
 
 def names() -> tuple[str, ...]:
@@ -73,10 +65,7 @@ def names() -> tuple[str, ...]:
 
 
 def get(name: str) -> ModuleType:
-    try:
-        return registry()[name]
-    except KeyError:
-        raise ValueError(f"launcher {name!r} is not one of {', '.join(names())}") from None
+    return plugins.pick(registry(), name, "launcher")
 
 
 def default_for(stack: str) -> str:

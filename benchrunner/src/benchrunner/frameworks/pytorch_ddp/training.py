@@ -12,9 +12,9 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from benchrunner import results, stats
+from benchrunner import results
 from benchrunner.frameworks.pytorch_ddp import NAME, Settings, data, distributed, models, provenance
-from benchrunner.train import PROCESS_STARTED_AT, RunContext, input_wait, learning_rate, measure
+from benchrunner.train import RunContext, learning_rate, measure, measurements
 from benchrunner.workload import Workload
 
 # Autocast's type for each precision; float32 runs without autocast.
@@ -70,7 +70,6 @@ def run(workload: Workload, settings: Settings, context: RunContext) -> dict[str
 
     measured = measure(workload, lambda: next(batches), step)
     finished_at = time.time()
-    step_times = measured.step_times
     document = {
         "kind": results.RANK_RESULT,
         "schema_version": results.SCHEMA_VERSION,
@@ -83,19 +82,7 @@ def run(workload: Workload, settings: Settings, context: RunContext) -> dict[str
         "host": socket.gethostname(),
         "workload": workload.record(),
         "model": {"name": workload.model, "parameters": parameters, "source": source},
-        "metrics": {
-            "images_per_sec": workload.batch_size * len(step_times) / measured.measured_s,
-            "measured_s": measured.measured_s,
-            "step_time_s": stats.describe(step_times).as_dict(),
-            "time_to_first_step_s": measured.first_step_done - (context.launched_at or PROCESS_STARTED_AT),
-            "launched_at": context.launched_at,
-            "started_at": PROCESS_STARTED_AT,
-            "finished_at": finished_at,
-            "input_wait": input_wait(measured),
-        },
-        "step_times_s": step_times,
-        "input_wait_s": measured.input_waits,
-        "losses": measured.losses,
+        **measurements(workload, measured, context, finished_at),
         "device": {
             "asked_gpu": distributed.asked_gpu(os.environ),
             # Where the weights live, so where the steps ran: "cuda:0", or "cpu".

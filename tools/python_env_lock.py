@@ -270,7 +270,7 @@ def torch_locks(pip: list[str], env: dict[str, str], pip_version: str, defaults:
     (out / f"{tag}-cuda.txt").write_text(lock_text(
         [f"PyTorch {torch}, CUDA build (PyPI's torch=={torch} with the nvidia-* wheels it requires), for GPU nodes "
          f"({tag}); {keeps}.",
-         *made_header(pip_version, args, TORCH_PLATFORMS, " --use-feature=fast-deps (wheel metadata only); the sha256 "
+         *made_header(pip_version, args, TORCH_PLATFORMS, " with --use-feature=fast-deps (wheel metadata only); the sha256 "
                       + ("of the file pip downloaded, equal to the index's" if args.download_cuda else
                          "is the index's for the file named after each pin (not downloaded: 2.5-3 GB)"))],
         list(cuda.values())))

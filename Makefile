@@ -58,11 +58,13 @@ demo: lab-up
 
 test: deps lint unit molecule e2e
 
+# The last step is ansible-test sanity on hpcml.cluster (about 50 s the first time; its venvs are then cached).
 lint: deps
 	yamllint --strict .
 	ruff check .
 	ansible-lint
 	ansible-playbook --syntax-check site.yml
+	python tools/collection_sanity.py
 
 unit: deps
 	pytest -q benchrunner/tests tests/unit

@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchrunner import launchers, results, stats
+from benchrunner import launchers, results, stats, sweep
+from benchrunner.launchers import mpirun
 from benchrunner.workload import Workload
 
 GOAL_PEER = 0.98
@@ -46,8 +47,8 @@ def peer(args: argparse.Namespace, trial: int) -> float:
     bench = job(args, f"peer-{trial}")
     hostfile = Path(args.workdir) / "hostfile"
     hostfile.write_text(launchers.hostfile(bench))
-    mpirun = launchers.mpirun_argv(bench, str(hostfile))[:-len(bench.rank_argv())]
-    out = run([*mpirun, sys.executable, str(Path(__file__).with_name("horovod_synthetic.py")), "--model", args.model,
+    launch = mpirun.argv(bench, str(hostfile))[:-len(bench.rank_argv())]
+    out = run([*launch, sys.executable, str(Path(__file__).with_name("horovod_synthetic.py")), "--model", args.model,
                "--batch-size", str(args.batch_size), "--image-size", str(args.image_size)])
     rates = json.loads(out.strip().splitlines()[-1])["images_per_sec_per_device"]
     return sum(rates) / len(rates)
@@ -81,8 +82,8 @@ def mpi_busbw_bytes_per_s(args: argparse.Namespace, trial: int) -> float:
     bench = job(args, f"mpi-{trial}")
     hostfile = Path(args.workdir) / "hostfile"
     hostfile.write_text(launchers.hostfile(bench))
-    mpirun = launchers.mpirun_argv(bench, str(hostfile))[:-len(bench.rank_argv())]
-    out = json.loads(run([*mpirun, str(Path(__file__).with_name("mpi_allreduce")), str(launchers.MAX_BYTES)])
+    launch = mpirun.argv(bench, str(hostfile))[:-len(bench.rank_argv())]
+    out = json.loads(run([*launch, str(Path(__file__).with_name("mpi_allreduce")), str(sweep.MAX_BYTES)])
                      .strip().splitlines()[-1])
     return out["bytes"] / out["seconds_per_op"] * 2 * (out["ranks"] - 1) / out["ranks"]
 

@@ -28,8 +28,8 @@ def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: 
         "local_rank": 0,
         "local_size": 1,
         "host": host or f"node{rank + 1}",
-        "workload": Workload(model=model, batch_size=batch_size, warmup_steps=2,
-                             measured_steps=len(step_times), **settings).record(),
+        "workload": Workload.from_mapping({"model": model, "batch_size": batch_size, "warmup_steps": 2,
+                                           "measured_steps": len(step_times), **settings}).record(),
         "metrics": {
             "images_per_sec": batch_size * len(step_times) / sum(step_times),
             "measured_s": sum(step_times),

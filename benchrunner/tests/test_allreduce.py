@@ -1,30 +1,30 @@
 import pytest
 
-from benchrunner import allreduce, provenance
+from benchrunner import allreduce, provenance, sweep
 
 
 def test_sizes_are_powers_of_two_from_8_bytes_to_256_mib():
-    sizes = allreduce.sizes()
+    sizes = sweep.sizes()
     assert sizes[0] == 8 and sizes[-1] == 256 * 1024 * 1024 and len(sizes) == 26
     assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
 
 
 def test_sizes_refuse_an_empty_or_sub_element_range():
     with pytest.raises(ValueError):
-        allreduce.sizes(2, 8)
+        sweep.sizes(2, 8)
     with pytest.raises(ValueError):
-        allreduce.sizes(64, 8)
+        sweep.sizes(64, 8)
 
 
 @pytest.mark.parametrize(("ranks", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
 def test_bus_bandwidth_is_algbw_times_2_n_minus_1_over_n(ranks, factor):
-    assert allreduce.bus_bandwidth(10.0, ranks) == pytest.approx(10.0 * factor)
+    assert sweep.bus_bandwidth(10.0, ranks) == pytest.approx(10.0 * factor)
 
 
 def test_iterations_shrink_with_message_size_within_bounds():
-    assert allreduce.iterations_for(8) == 100
-    assert allreduce.iterations_for(64 * 1024 * 1024) == 16
-    assert allreduce.iterations_for(256 * 1024 * 1024) == 5
+    assert sweep.iterations_for(8) == 100
+    assert sweep.iterations_for(64 * 1024 * 1024) == 16
+    assert sweep.iterations_for(256 * 1024 * 1024) == 5
 
 
 @pytest.mark.parametrize(("code", "version"), [(0, None), (21805, "2.18.5"), (2708, "2.7.8")])
@@ -91,4 +91,4 @@ def test_the_sweep_times_back_to_back_operations_with_one_synchronisation():
 
 def test_message_sizes_must_be_whole_float32_elements():
     with pytest.raises(ValueError, match=r"min a multiple of 4 .* got min 6, max 64"):
-        allreduce.sizes(6, 64)
+        sweep.sizes(6, 64)

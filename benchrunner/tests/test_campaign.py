@@ -226,3 +226,29 @@ def test_the_campaign_command_ends_with_its_report(campaign_file, tmp_path, monk
     assert cli.main(["campaign", str(campaign_file(document)), "--results-dir", str(results_dir)]) == 0
     assert "Campaign lab: 2 runs done, 0 failed." in capsys.readouterr().out
     assert (results_dir / "campaigns" / "lab" / "report.html").is_file()
+
+
+def test_frameworks_and_a_stacks_launchers_are_axes(campaign_file):
+    document = campaign.load(campaign_file({**LAB, "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
+                                            "launchers": {"baremetal": ["mpirun", "torchrun", "horovodrun"]}}))
+    training = [p for p in campaign.points(document) if p["program"] == "train"]
+    placed = sorted({(p.get("framework", "tensorflow-horovod"), p["launcher"]) for p in training})
+    # torchrun starts PyTorch's ranks only, horovodrun Horovod's: four placements, not six.
+    assert placed == [("pytorch-ddp", "mpirun"), ("pytorch-ddp", "torchrun"),
+                      ("tensorflow-horovod", "horovodrun"), ("tensorflow-horovod", "mpirun")]
+    assert len(training) == 4 * 2 * 2 * 2
+    torch_run = next(r for r in campaign.plan(document) if r.point.get("framework") == "pytorch-ddp")
+    assert campaign.job_request(torch_run, document)["framework"] == "pytorch-ddp"
+    assert "pytorch-ddp" in torch_run.run_id
+
+
+def test_a_campaign_keeps_its_run_ids_when_it_names_the_default_framework(campaign_file):
+    before = [r.run_id for r in campaign.plan(campaign.load(campaign_file()))]
+    named = campaign.load(campaign_file({**LAB, "frameworks": ["tensorflow-horovod"]}))
+    assert [r.run_id for r in campaign.plan(named)] == before
+
+
+def test_a_framework_no_launcher_of_a_stack_starts_is_refused(campaign_file):
+    with pytest.raises(results.ResultError, match="no launcher of stack baremetal \\(torchrun\\) starts "
+                                                  "tensorflow-horovod ranks"):
+        campaign.load(campaign_file({**LAB, "launchers": {"baremetal": "torchrun"}}))

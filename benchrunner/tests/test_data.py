@@ -10,13 +10,14 @@ def test_a_file_cache_is_named_after_everything_that_decides_its_contents(tmp_pa
     source = tmp_path / "train-00000-of-00001.tfrecord"
     source.write_bytes(b"records")
     folder = tmp_path / "cache" / "deeper"
-    workload = Workload(data="tfrecord", data_dir=str(tmp_path), cache=str(folder))
+    workload = Workload.from_mapping({"data": "tfrecord", "data_dir": str(tmp_path), "cache": str(folder)})
     name = data.cache_file(workload, 1, 4, [source])
     # TensorFlow 2.15 does not make the folder; the rank does.
     assert folder.is_dir() and name.startswith(f"{folder}/benchrunner-") and name.endswith("-rank00001-of-00004")
     assert data.cache_file(workload, 1, 4, [source]) == name
     others = {
-        data.cache_file(Workload(data="tfrecord", data_dir=str(tmp_path), cache=str(folder), image_size=64), 1, 4,
+        data.cache_file(Workload.from_mapping({"data": "tfrecord", "data_dir": str(tmp_path), "cache": str(folder),
+                                               "image_size": 64}), 1, 4,
                         [source]),
         data.cache_file(workload, 2, 4, [source]),
         data.cache_file(workload, 1, 2, [source]),

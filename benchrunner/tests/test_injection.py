@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from benchrunner import cli, launchers
+from benchrunner.launchers import srun
 from benchrunner.workload import Workload
 
 HOSTILE_VALUES = {
@@ -40,7 +41,7 @@ def test_hostile_env_values_reach_the_ranks_exactly_and_run_nothing(tmp_path):
     job = launchers.Job(run_id="r1", output_dir=str(tmp_path / "raw"), ranks=1, stack="slurm", launcher="srun",
                         env=tuple(sorted(values.items())), workload=Workload())
     script = tmp_path / "job.sbatch"
-    script.write_text(launchers.sbatch_script(job, partition="debug"))
+    script.write_text(srun.script(job, partition="debug"))
     srun_stub(tmp_path)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     subprocess.run(["bash", str(script)], check=True, env=env, cwd=tmp_path)
@@ -77,7 +78,7 @@ def test_env_values_from_the_command_line_are_not_retyped(capsys):
 def test_values_that_would_change_a_script_or_hostfile_are_refused(change, refusal):
     settings = {"run_id": "r1", "output_dir": "/o", "ranks": 1, "stack": "slurm", "launcher": "srun", **change}
     with pytest.raises(ValueError) as refused:
-        launchers.sbatch_script(launchers.Job(**settings))
+        srun.script(launchers.Job(**settings))
     assert refusal in str(refused.value)
     with pytest.raises(ValueError):
         launchers.hostfile(launchers.Job(**{**settings, "stack": "baremetal", "launcher": "mpirun",
@@ -89,4 +90,4 @@ def test_values_that_would_change_a_script_or_hostfile_are_refused(change, refus
 def test_a_partition_or_mpi_plugin_that_is_not_a_name_is_refused(partition, mpi):
     job = launchers.Job(run_id="r1", output_dir="/o", ranks=1, stack="slurm", launcher="srun")
     with pytest.raises(ValueError, match=r"is not a (partition|plugin) name"):
-        launchers.sbatch_script(job, partition=partition, mpi=mpi)
+        srun.script(job, partition=partition, mpi=mpi)

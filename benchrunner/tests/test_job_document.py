@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
-from benchrunner import cli, job_document, results
+from benchrunner import cli, dataset, job_document, launchers, results
 
 
 def request(**changes):
@@ -119,3 +120,159 @@ def test_a_slurm_partition_that_does_not_exist_is_refused_before_anything_is_wri
     err = capsys.readouterr().err
     assert "Slurm partition 'gpu' does not exist (Partition gpu not found); the cluster's partitions: batch" in err
     assert not (tmp_path / "node").exists() and not (tmp_path / "SUBMITTED").exists()
+
+
+def test_the_framework_is_the_jobs_own_key_and_recorded():
+    assert job_document.resolve(request())["framework"] == "tensorflow-horovod"
+    resolved = job_document.resolve(request(framework="pytorch-ddp", launcher="torchrun",
+                                            workload={"channels_last": True}))
+    assert resolved["framework"] == "pytorch-ddp" and resolved["workload"] == {"channels_last": True}
+    job = job_document.plan(resolved).job
+    assert job.framework == "pytorch-ddp" and job.workload.settings.channels_last is True
+    assert job_document.resolve(json.loads(results.dumps(resolved))) == resolved
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"workload": {"framework": "pytorch-ddp"}}, "workload: framework is the job's own key"),
+    ({"framework": "jax"}, "framework.*'jax'"),
+    ({"workload": {"xla": True}, "framework": "pytorch-ddp"},
+     "workload setting xla belongs to tensorflow-horovod, not to this job's framework pytorch-ddp"),
+    ({"workload": {"channels_last": True}},
+     "workload setting channels_last belongs to pytorch-ddp, not to this job's framework tensorflow-horovod"),
+    ({"launcher": "torchrun"}, "launcher torchrun does not start tensorflow-horovod ranks"),
+    ({"launcher": "torchrun", "framework": "pytorch-ddp", "stack": "slurm"},
+     "launcher torchrun does not run on stack slurm"),
+])
+def test_a_job_whose_framework_does_not_fit_is_refused_naming_the_key(changes, message):
+    with pytest.raises(ValueError, match=message):
+        job_document.resolve(request(**changes))
+def mpijob_request(**kubernetes):
+    return request(launcher="mpijob", stack="k8s", ranks=2, kubernetes=kubernetes)
+
+
+# Each value a job's kubernetes settings put into its MPIJob, wrong by the rule the API server (or Multus) applies.
+BAD_KUBERNETES = {
+    "runtime_class": ("Bad Class!", "kubernetes.runtime_class 'Bad Class!' is not a RuntimeClass name, a DNS-1123 "
+                                    "subdomain"),
+    "namespace": ("Bench_NS", "kubernetes.namespace 'Bench_NS' is not a DNS-1123 label"),
+    "results_claim": ("results claim", "kubernetes.results_claim 'results claim' is not a PersistentVolumeClaim name"),
+    "network_attachment": ("default/rdma_net", "entry 'default/rdma_net' is not [namespace/]name[@interface]"),
+    "image": ("registry.example.com/b:1 --privileged", "kubernetes.image 'registry.example.com/b:1 --privileged' "
+                                                        "must be an image reference"),
+    "shm_size": ("1 GB", "kubernetes.shm_size '1 GB' is not a Kubernetes quantity"),
+    "worker_cpu": ("-2", "kubernetes.worker_cpu '-2' is not a Kubernetes quantity of 0 or more"),
+    "worker_memory": ("2GiB", "kubernetes.worker_memory '2GiB' is not a Kubernetes quantity"),
+    "rdma_resource": ("rdma_shared_device_a", "kubernetes.rdma_resource 'rdma_shared_device_a' has no domain"),
+    "version": ("1.99.0", "Kubernetes 1.99.0: the offline validator knows 1.25.0 to"),
+}
+
+
+def test_every_kubernetes_value_of_an_mpijob_is_checked_all_at_once():
+    with pytest.raises(ValueError) as refused:
+        job_document.resolve(mpijob_request(**{key: value for key, (value, _) in BAD_KUBERNETES.items()}))
+    for _, said in BAD_KUBERNETES.values():
+        assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("key", sorted(BAD_KUBERNETES))
+def test_a_kubernetes_value_the_api_server_would_refuse_is_refused_by_resolve(key):
+    value, said = BAD_KUBERNETES[key]
+    with pytest.raises(ValueError, match=re.escape(said)):
+        job_document.resolve(mpijob_request(**{key: value}))
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("runtime_class", "nvidia"), ("runtime_class", "kata.fc-2"), ("namespace", "bench-1"),
+    ("results_claim", "bench.results-rwx"), ("network_attachment", "default/rdma-net@net1, ipoib-net"),
+    ("image", "registry.example.com:5000/hpcml/benchrunner@sha256:" + "0" * 64), ("shm_size", "1.5Gi"),
+    ("worker_cpu", "500m"), ("worker_cpu", "+2"), ("worker_memory", "1e9"), ("worker_memory", "2G"),
+    ("rdma_resource", "rdma/hca_shared_devices_a"), ("version", "1.31"), ("version", "v1.33.5"),
+])
+def test_values_the_api_server_accepts_pass(key, value):
+    assert job_document.resolve(mpijob_request(**{key: value}))["kubernetes"][key] == value
+
+
+def test_the_launch_options_are_checked_like_a_document(capsys):
+    assert cli.main(["launch", "--dry-run", "--launcher", "mpijob", "--stack", "k8s", "--run-id", "r1", "--ranks", "1",
+                     "--runtime-class", "Bad Class!", "--worker-memory", "lots"]) == 2
+    err = capsys.readouterr().err
+    assert "kubernetes.runtime_class 'Bad Class!' is not a RuntimeClass name" in err
+    assert "kubernetes.worker_memory 'lots' is not a Kubernetes quantity" in err and len(err.splitlines()) == 1
+
+
+def test_a_release_older_than_the_validator_knows_is_refused_by_name():
+    with pytest.raises(ValueError, match=re.escape("Kubernetes 1.20.0: the offline validator knows 1.25.0 to")):
+        job_document.resolve(mpijob_request(version="1.20.0"))
+
+
+class Started(Exception):
+    """What the launcher's exec would have replaced this process with."""
+
+
+@pytest.fixture
+def exec_recorded(monkeypatch):
+    """os.execvp raising Started with its argv, and the environment the launcher changes restored afterwards."""
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    monkeypatch.delenv(launchers.LAUNCHED_AT_ENV, raising=False)
+
+    def execvp(file, argv):
+        raise Started(argv)
+
+    monkeypatch.setattr(os, "execvp", execvp)
+
+
+def png_only(folder):
+    return folder
+
+
+def remove_labels(folder):
+    (folder / dataset.LABELS_CSV).unlink()
+    return folder
+
+
+def remove_an_image(folder):
+    sorted((folder / dataset.IMAGES_DIR).iterdir())[0].unlink()
+    return folder
+
+
+def a_file(folder):
+    path = folder / "not-a-folder"
+    path.write_text("")
+    return path
+
+
+@pytest.mark.parametrize(("data", "damage", "said"), [
+    ("images", lambda folder: folder / "missing", "data_dir {path} does not exist on "),
+    ("images", a_file, "data_dir {path} is not a folder on "),
+    ("images", remove_labels, "{path}/Data_Entry_2017.csv: No such file or directory; images data reads the labels"),
+    ("images", remove_an_image, "{path}/images: 1 of the 2 images Data_Entry_2017.csv lists are missing (first "),
+    ("tfrecord", png_only, "{path}/tfrecord: 0 TFRecord shard files for 2 ranks"),
+])
+def test_a_dataset_that_is_not_there_is_refused_before_anything_is_written_or_started(
+        tmp_path, capsys, exec_recorded, data, damage, said):
+    path = damage(dataset.generate(tmp_path / "cxr", dataset.Spec(images=2, image_size=8)))
+    node = tmp_path / "node"
+    assert cli.main(["launch", "--run-id", "r1", "--results-dir", str(node), "--ranks", "2", "--hosts", "n1,n2",
+                     "--data", data, "--data-dir", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert said.format(path=path) in err and len(err.splitlines()) == 1, err
+    assert not node.exists()
+
+
+@pytest.mark.parametrize("data", ["images", "tfrecord"])
+def test_a_dataset_the_play_made_is_launched_on(tmp_path, exec_recorded, data):
+    folder = dataset.generate(tmp_path / "cxr", dataset.Spec(images=2, image_size=8))
+    # Shards as `benchrunner dataset --tfrecord-shards 2` names them (their contents are the ranks' to read).
+    for shard in range(2):
+        (folder / "tfrecord").mkdir(exist_ok=True)
+        (folder / "tfrecord" / f"train-{shard:05d}-of-00002.tfrecord").write_bytes(b"")
+    made = {"dir": str(folder), "images": 2, "image_size": 8, "tfrecord_shards": 2}
+    resolved = job_document.resolve(request(ranks=2, workload={"data": data, "data_dir": str(folder)}, dataset=made,
+                                            nodes={"results_dir": str(tmp_path / "node"), "benchrunner": "benchrunner"}))
+    assert resolved["dataset"] == made
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(resolved))
+    with pytest.raises(Started) as started:
+        cli.main(["job", "launch", str(path)])
+    assert started.value.args[0][0] == "mpirun"
+    assert json.loads((tmp_path / "node" / "r1" / "job.json").read_text()) == resolved

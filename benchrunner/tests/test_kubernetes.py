@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from benchrunner import cli, kubernetes, launchers, logship, mpijob, provenance, results
+from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.workload import Workload
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -33,12 +34,12 @@ def golden_job(network: str) -> launchers.Job:
                          env=(("NCCL_DEBUG", "INFO"),), git_commit="0" * 40)
 
 
-PODS = launchers.PodSettings(shm_size="8Gi", worker_cpu="16", worker_memory="64Gi",
+PODS = k8s_launcher.PodSettings(shm_size="8Gi", worker_cpu="16", worker_memory="64Gi",
                              rdma_resource="rdma/rdma_shared_device_a")
 
 
 def render(network: str) -> dict:
-    return launchers.mpijob_manifest(golden_job(network), image="registry.example.com/hpcml/benchrunner:0.2.0-cuda",
+    return k8s_launcher.mpijob_manifest(golden_job(network), image="registry.example.com/hpcml/benchrunner:0.2.0-cuda",
                                      pods=PODS, **MODES[network])
 
 
@@ -55,6 +56,13 @@ def test_golden_mpijobs_are_valid_kubernetes(network):
     assert kubernetes.validate(render(network), "1.33.5") == f"kubeflow.org/v2beta1 MPIJob {render(network)['metadata']['name']}"
 
 
+
+@pytest.mark.parametrize("release", ["1.20.0", "1.99.0", "latest"])
+def test_a_release_the_validator_does_not_know_is_named_not_a_traceback(release):
+    # kubernetes-validate compares releases as strings, and indexes an empty list for one older than it knows.
+    with pytest.raises(ValueError, match=re.escape(f"Kubernetes {release}: the offline validator knows 1.25.0 to")):
+        kubernetes.validate(render("tcp"), release)
+
 def worker(manifest: dict) -> dict:
     return manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
 
@@ -68,17 +76,17 @@ def test_rdma_workers_get_the_hca_locked_memory_and_the_network():
 
 
 def test_an_rdma_job_takes_the_resource_name_from_the_settings_only():
-    assert launchers.mpijob_manifest(golden_job("rdma"), image="i", pods=launchers.PodSettings(
+    assert k8s_launcher.mpijob_manifest(golden_job("rdma"), image="i", pods=k8s_launcher.PodSettings(
         rdma_resource="rdma/hca_b"))["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
         "resources"]["limits"]["rdma/hca_b"] == 1
     with pytest.raises(ValueError, match="--rdma-resource"):
-        launchers.mpijob_manifest(golden_job("rdma"), image="i")
+        k8s_launcher.mpijob_manifest(golden_job("rdma"), image="i")
 
 
 @pytest.mark.parametrize("gpus", [0, 4])
 def test_pods_get_memory_backed_shm_and_workers_requests_and_a_node_each(gpus):
     job = launchers.Job(run_id="r1", output_dir="/o", ranks=4, gpus_per_node=gpus, stack="k8s", launcher="mpijob")
-    manifest = launchers.mpijob_manifest(job, image="i", pods=PODS)
+    manifest = k8s_launcher.mpijob_manifest(job, image="i", pods=PODS)
     replicas = manifest["spec"]["mpiReplicaSpecs"]
     for role in ("Launcher", "Worker"):
         spec = replicas[role]["template"]["spec"]
@@ -117,7 +125,7 @@ def test_slots_are_the_gpus_of_a_node_and_workers_the_nodes():
 def test_results_travel_in_the_log_unless_a_shared_claim_is_given():
     launcher = render("tcp")["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert {"name": results.STDOUT_ENV, "value": "1"} in launcher["env"]
-    with_claim = launchers.mpijob_manifest(golden_job("tcp"), image="i", results_claim="bench-results")
+    with_claim = k8s_launcher.mpijob_manifest(golden_job("tcp"), image="i", results_claim="bench-results")
     env = with_claim["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"]
     assert results.STDOUT_ENV not in {e["name"] for e in env}
 
@@ -159,7 +167,7 @@ def nad(config: str) -> dict:
 
 
 # The rules as the API server and the MPI Operator v0.8.1 apply them (apimachinery's IsDNS1035Label/IsDNS1123Label;
-# the operator's validateMPIJobName), written out here independently of launchers.k8s_name_problems.
+# the operator's validateMPIJobName), written out here independently of k8s_launcher.k8s_name_problems.
 DNS1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -179,9 +187,9 @@ def test_every_run_id_names_an_mpijob_whose_derived_names_are_all_valid(workers)
     for run_id in run_ids():
         if not re.search(r"[A-Za-z0-9]", run_id):
             with pytest.raises(ValueError, match="no letter or digit"):
-                launchers.k8s_name(run_id, workers)
+                k8s_launcher.k8s_name(run_id, workers)
             continue
-        name = launchers.k8s_name(run_id, workers)
+        name = k8s_launcher.k8s_name(run_id, workers)
         assert DNS1035.fullmatch(name), (run_id, name)
         assert DNS1123.fullmatch(f"{name}-launcher"), (run_id, name)
         assert DNS1035.fullmatch(f"{name}-worker-{workers - 1}"), (run_id, name)
@@ -190,7 +198,7 @@ def test_every_run_id_names_an_mpijob_whose_derived_names_are_all_valid(workers)
 
 def test_a_date_run_id_gives_an_mpijob_the_api_server_and_the_operator_accept():
     job = launchers.Job(run_id="20261123T101500Z-k8s", output_dir="/o", ranks=4, stack="k8s", launcher="mpijob")
-    manifest = launchers.mpijob_manifest(job, image="i:1")
+    manifest = k8s_launcher.mpijob_manifest(job, image="i:1")
     assert kubernetes.validate(manifest).startswith("kubeflow.org/v2beta1 MPIJob run-20261123t101500z-k8s-")
     # What the old mapping gave: a Service name starting with a digit, which the API server refuses.
     manifest["metadata"]["name"] = "20261123t101500z-k8s"

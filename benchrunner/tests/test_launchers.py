@@ -4,11 +4,14 @@ import shlex
 
 import pytest
 
-from benchrunner import cli, kubernetes, launchers
+from benchrunner import cli, kubernetes, launchers, rank_env
+from benchrunner.launchers import horovodrun, mpirun, srun, torchrun
+from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.workload import Workload
 
-WORKLOAD = Workload(model="resnet50", data="tfrecord", data_dir="/data/cxr", batch_size=64, image_size=224,
-                    precision="mixed_float16", fusion_threshold_mb=32, fp16_allreduce=True)
+WORKLOAD = Workload.from_mapping({"model": "resnet50", "data": "tfrecord", "data_dir": "/data/cxr", "batch_size": 64,
+                                  "image_size": 224, "precision": "mixed_float16", "fusion_threshold_mb": 32,
+                                  "fp16_allreduce": True})
 
 
 def job(**changes) -> launchers.Job:
@@ -34,7 +37,7 @@ def test_ranks_fill_hosts_slot_by_slot_and_only_the_hosts_needed():
 
 
 def test_mpirun_exports_the_network_settings_and_the_users_environment():
-    argv = launchers.mpirun_argv(job(network="rdma"), "/run/hostfile")
+    argv = mpirun.argv(job(network="rdma"), "/run/hostfile")
     assert argv[:5] == ["mpirun", "-np", "6", "--hostfile", "/run/hostfile"]
     exported = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"]
     assert exported == ["BENCHRUNNER_LAUNCHED_AT", "PATH", "BENCHRUNNER_GPU=1", "NCCL_DEBUG=INFO", "NCCL_IB_DISABLE=0",
@@ -47,20 +50,20 @@ def test_user_environment_overrides_the_network_defaults():
 
 
 def test_the_job_tells_every_rank_whether_it_asked_for_a_gpu():
-    assert job(gpus_per_node=4).environment()[launchers.GPU_ENV] == "1"
-    assert job(gpus_per_node=0, hosts=("a", "b", "c", "d", "e", "f")).environment()[launchers.GPU_ENV] == "0"
+    assert job(gpus_per_node=4).environment()[rank_env.GPU_ENV] == "1"
+    assert job(gpus_per_node=0, hosts=("a", "b", "c", "d", "e", "f")).environment()[rank_env.GPU_ENV] == "0"
     # Not the user's to override: sanity reads it as what the job asked.
-    assert job(env=(("BENCHRUNNER_GPU", "0"),)).environment()[launchers.GPU_ENV] == "1"
+    assert job(env=(("BENCHRUNNER_GPU", "0"),)).environment()[rank_env.GPU_ENV] == "1"
 
 
 def test_horovodrun_places_ranks_with_host_slots_and_sees_no_rank_options():
-    argv = launchers.horovodrun_argv(job(launcher="horovodrun"))
+    argv = horovodrun.argv(job(launcher="horovodrun"))
     assert argv == ["horovodrun", "-np", "6", "-H", "gpu1:4,gpu2:2", "/opt/hpcml/venv/bin/benchrunner", "rank"]
 
 
 def test_rank_runs_the_program_named_in_the_environment(monkeypatch):
     the_job = job(launcher="horovodrun")
-    monkeypatch.setenv(launchers.RANK_ARGV_ENV, launchers.horovodrun_environment(the_job)[launchers.RANK_ARGV_ENV])
+    monkeypatch.setenv(rank_env.RANK_ARGV_ENV, horovodrun.environment(the_job)[rank_env.RANK_ARGV_ENV])
     seen = {}
     monkeypatch.setattr(cli, "cmd_train", lambda args: seen.setdefault("workload", Workload.from_args(args)) and 0)
     assert cli.main(["rank"]) == 0
@@ -68,24 +71,24 @@ def test_rank_runs_the_program_named_in_the_environment(monkeypatch):
 
 
 def test_rank_refuses_anything_but_a_rank_program(monkeypatch, capsys):
-    monkeypatch.setenv(launchers.RANK_ARGV_ENV, "deploy --check")
+    monkeypatch.setenv(rank_env.RANK_ARGV_ENV, "deploy --check")
     assert cli.main(["rank"]) == 2
     assert "must hold 'train ...' or 'allreduce ...'" in capsys.readouterr().err
 
 
 def test_sbatch_script_asks_slurm_for_the_same_layout():
-    script = launchers.sbatch_script(job(stack="slurm", launcher="srun"), partition="gpu", mpi="pmi2")
+    script = srun.script(job(stack="slurm", launcher="srun"), partition="gpu", mpi="pmi2")
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=6", "#SBATCH --ntasks-per-node=4",
                  "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu", "#SBATCH --nodelist=gpu1,gpu2",
                  "export NCCL_DEBUG=INFO"):
         assert line + "\n" in script
-    srun = shlex.split(script.strip().splitlines()[-1])
-    assert srun[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
-    assert parsed(srun).launcher == "srun" and parsed(srun).stack == "slurm"
+    command = shlex.split(script.strip().splitlines()[-1])
+    assert command[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
+    assert parsed(command).launcher == "srun" and parsed(command).stack == "slurm"
 
 
 def test_sbatch_script_without_hosts_lets_slurm_place_the_job():
-    assert "--nodelist" not in launchers.sbatch_script(job(stack="slurm", launcher="srun", hosts=()))
+    assert "--nodelist" not in srun.script(job(stack="slurm", launcher="srun", hosts=()))
 
 
 def test_srun_given_too_few_hosts_is_refused():
@@ -98,14 +101,14 @@ def test_every_launcher_hands_the_ranks_the_same_workload(launcher):
     stack = {"srun": "slurm", "mpijob": "k8s"}.get(launcher, "baremetal")
     the_job = job(launcher=launcher, stack=stack)
     if launcher == "mpirun":
-        argv = launchers.mpirun_argv(the_job, None)
+        argv = mpirun.argv(the_job, None)
     elif launcher == "horovodrun":
         argv = ["/opt/hpcml/venv/bin/benchrunner", *shlex.split(
-            launchers.horovodrun_environment(the_job)[launchers.RANK_ARGV_ENV])]
+            horovodrun.environment(the_job)[rank_env.RANK_ARGV_ENV])]
     elif launcher == "srun":
-        argv = shlex.split(launchers.sbatch_script(the_job).strip().splitlines()[-1])
+        argv = shlex.split(srun.script(the_job).strip().splitlines()[-1])
     else:
-        manifest = launchers.mpijob_manifest(the_job, image="registry.local/benchrunner:1")
+        manifest = k8s_launcher.mpijob_manifest(the_job, image="registry.local/benchrunner:1")
         argv = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     args = parsed(argv)
     assert Workload.from_args(args) == WORKLOAD
@@ -113,7 +116,7 @@ def test_every_launcher_hands_the_ranks_the_same_workload(launcher):
 
 
 def test_allreduce_jobs_run_the_sweep_with_its_sizes():
-    args = parsed(launchers.mpirun_argv(job(program="allreduce", allreduce_max_bytes=1 << 20), None))
+    args = parsed(mpirun.argv(job(program="allreduce", allreduce_max_bytes=1 << 20), None))
     assert (args.command, args.min_bytes, args.max_bytes) == ("allreduce", 8, 1 << 20)
 
 
@@ -132,9 +135,9 @@ RDMA = "rdma/hca_shared"
 
 
 def mpijob(network: str, **options):
-    return launchers.mpijob_manifest(job(stack="k8s", launcher="mpijob", network=network),
+    return k8s_launcher.mpijob_manifest(job(stack="k8s", launcher="mpijob", network=network),
                                      image="registry.local/benchrunner:1",
-                                     pods=launchers.PodSettings(rdma_resource=RDMA), **options)
+                                     pods=k8s_launcher.PodSettings(rdma_resource=RDMA), **options)
 
 
 @pytest.mark.parametrize("network", launchers.NETWORKS)
@@ -145,7 +148,7 @@ def test_mpijob_for_every_network_mode_validates_against_the_v2beta1_schema(netw
 def test_mpijob_golden_rdma():
     manifest = mpijob("rdma", network_attachment="default/rdma-net")
     spec = manifest["spec"]
-    assert manifest["metadata"]["name"] == launchers.k8s_name("camp.train-resnet50.r1", 2)
+    assert manifest["metadata"]["name"] == k8s_launcher.k8s_name("camp.train-resnet50.r1", 2)
     assert (spec["slotsPerWorker"], spec["mpiImplementation"], spec["runPolicy"]["cleanPodPolicy"]) == (4, "OpenMPI", "Running")
     worker = spec["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
@@ -180,10 +183,10 @@ def test_the_schema_catches_what_the_api_server_would_refuse(path, value, where)
 
 
 def test_k8s_names_are_kept_when_valid_and_made_valid_otherwise():
-    assert launchers.k8s_name("lab-train-r1", 2) == "lab-train-r1"
-    name = launchers.k8s_name("Lab.Train_small_cnn.R1", 2)
+    assert k8s_launcher.k8s_name("lab-train-r1", 2) == "lab-train-r1"
+    name = k8s_launcher.k8s_name("Lab.Train_small_cnn.R1", 2)
     assert re.fullmatch(r"lab-train-small-cnn-r1-[0-9a-f]{8}", name)
-    assert re.fullmatch(r"run-20261123t101500z-k8s-[0-9a-f]{8}", launchers.k8s_name("20261123T101500Z-k8s", 2))
+    assert re.fullmatch(r"run-20261123t101500z-k8s-[0-9a-f]{8}", k8s_launcher.k8s_name("20261123T101500Z-k8s", 2))
 
 
 def test_launch_dry_run_prints_what_it_would_start(capsys):
@@ -219,7 +222,7 @@ case $n in 0) echo "JobId=42 JobState=PENDING Reason=Resources";; 1) echo "JobId
 ''')
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     script = tmp_path / "job.sbatch"
-    assert launchers.submit_and_follow(script, poll_s=0.01) == rc
+    assert srun.submit_and_follow(script, poll_s=0.01) == rc
     assert (tmp_path / "sbatch.args").read_text().split() == ["--parsable", str(script)]
     assert (tmp_path / "scontrol.n").read_text().strip() == "3"
     out = capsys.readouterr()
@@ -231,12 +234,87 @@ def test_a_slurm_job_that_cannot_be_followed_fails_saying_why(tmp_path, monkeypa
     stub(tmp_path, "sbatch", 'echo 42\n')
     stub(tmp_path, "scontrol", 'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1\n')
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert launchers.submit_and_follow(tmp_path / "job.sbatch", poll_s=0.01) == 1
+    assert srun.submit_and_follow(tmp_path / "job.sbatch", poll_s=0.01) == 1
     assert "slurm job 42: scontrol cannot show it: slurm_load_jobs error: Invalid job id" in capsys.readouterr().err
 
 
 def test_a_refused_submission_returns_sbatch_s_reason(tmp_path, monkeypatch, capsys):
     stub(tmp_path, "sbatch", 'echo "sbatch: error: invalid partition specified: gpu" >&2; exit 1\n')
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert launchers.submit_and_follow(tmp_path / "job.sbatch") == 1
+    assert srun.submit_and_follow(tmp_path / "job.sbatch") == 1
     assert "invalid partition specified: gpu" in capsys.readouterr().err
+
+
+def torch_job(**changes) -> launchers.Job:
+    workload = Workload.from_mapping({"framework": "pytorch-ddp", "model": "resnet50", "image_size": 224,
+                                      "batch_size": 64, "channels_last": True})
+    return job(**{"launcher": "torchrun", "workload": workload, **changes})
+
+
+def test_torchrun_starts_one_agent_per_node_meeting_at_the_first():
+    agents = torchrun.commands(torch_job(hosts=("gpu1", "gpu2")))
+    assert [host for host, _ in agents] == ["gpu1", "gpu2"]
+    remote = shlex.split(agents[1][1][-1])
+    assert agents[1][1][:5] == ["ssh", "-o", "BatchMode=yes", "gpu2", "--"]
+    agent = remote[remote.index("/opt/hpcml/venv/bin/torchrun"):]
+    assert agent[:8] == ["/opt/hpcml/venv/bin/torchrun", "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                         "--rdzv-endpoint=gpu1:29400", "--rdzv-id=camp.train-resnet50.r1", "--max-restarts=0",
+                         "--no-python"]
+    ranks = parsed(agent)
+    assert (ranks.framework, ranks.launcher, ranks.channels_last) == ("pytorch-ddp", "torchrun", True)
+    # The ranks' environment travels on the remote command line; torchrun itself says where rank 0 is.
+    assert "NCCL_DEBUG=INFO" in remote and "BENCHRUNNER_GPU=1" in remote
+    assert not any(word.startswith("MASTER_ADDR=") for word in remote)
+
+
+def test_torchrun_runs_the_local_agent_without_ssh(monkeypatch):
+    monkeypatch.setattr(torchrun.socket, "gethostname", lambda: "gpu1.cluster.example")
+    agents = torchrun.commands(torch_job(hosts=("gpu1", "gpu2"), ranks=8))
+    assert agents[0][1][0] == "/opt/hpcml/venv/bin/torchrun" and agents[1][1][0] == "ssh"
+
+
+def test_torchrun_ends_the_job_when_one_agent_fails(tmp_path, monkeypatch, capsys):
+    # Stand-ins: a torchrun that fails on the second node, and an ssh that runs the remote command here.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text('#!/bin/sh\ncase "$HOSTNAME_UNDER_TEST" in gpu2) exit 3;; esac\nsleep 30\n')
+    (bin_dir / "ssh").write_text('#!/bin/sh\nhost=$3\nshift 4\nHOSTNAME_UNDER_TEST=$host exec sh -c "$*"\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(torchrun.socket, "gethostname", lambda: "gpu1")
+    monkeypatch.setattr(torchrun, "POLL_S", 0.05)
+    job_ = torch_job(hosts=("gpu1", "gpu2"), benchrunner=str(bin_dir / "benchrunner"),
+                     output_dir=str(tmp_path / "run" / "raw"))
+    assert torchrun.start(job_, launchers.Options()) == 3
+    assert "torchrun agent on gpu2 exited 3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("launcher", "framework", "message"), [
+    ("torchrun", "tensorflow-horovod", "launcher torchrun does not start tensorflow-horovod ranks"),
+    ("horovodrun", "pytorch-ddp", "launcher horovodrun does not start pytorch-ddp ranks"),
+])
+def test_a_launcher_refuses_a_framework_it_cannot_start(launcher, framework, message):
+    with pytest.raises(ValueError, match=message):
+        job(launcher=launcher, workload=Workload(framework=framework)).validate()
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "srun"])
+def test_pytorch_ranks_started_directly_learn_where_rank_0_is(launcher):
+    environment = torch_job(launcher=launcher, stack="slurm").environment()
+    assert (environment["MASTER_ADDR"], environment["MASTER_PORT"]) == ("gpu1", "29500")
+
+
+def test_slurm_tells_pytorch_ranks_the_first_node_it_chose():
+    script = srun.script(torch_job(launcher="srun", stack="slurm", hosts=()))
+    assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
+    assert "export MASTER_PORT=29500" in script
+
+
+def test_an_mpijob_tells_pytorch_ranks_worker_0s_name():
+    job_ = torch_job(launcher="mpijob", stack="k8s", hosts=())
+    name = k8s_launcher.k8s_name(job_.run_id, job_.nodes)
+    assert job_.environment()["MASTER_ADDR"] == f"{name}-worker-0.{name}"
+    manifest = k8s_launcher.mpijob_manifest(job_, image="benchrunner:test")
+    env = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "MASTER_ADDR", "value": f"{name}-worker-0.{name}"} in env

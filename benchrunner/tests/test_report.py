@@ -110,8 +110,8 @@ def test_compare_cli_puts_b_against_a(results_dir, tmp_path, capsys):
     assert (out / "report.html").is_file()
 
 
-def test_report_on_a_campaign_lists_its_failures(results_dir, tmp_path, capsys):
-    directory, run_ids = results_dir
+def save_campaign_state(directory, run_ids):
+    """Campaign lab's state: every run done, and one more that failed."""
     runs = {run_id: {"point": {"program": "train", "stack": "baremetal", "launcher": "mpirun", "network": "tcp",
                                "gpus": 1, "gpus_per_node": 0, "workload": {}},
                      "repeat": 1, "status": "done", "attempts": 1, "updated_at": "2026-11-21T00:00:00+00:00"}
@@ -121,11 +121,57 @@ def test_report_on_a_campaign_lists_its_failures(results_dir, tmp_path, capsys):
              "updated_at": "2026-11-21T00:00:00+00:00", "runs": runs}
     state["order"] = {"seed": 42, "run_ids": [*run_ids, "lost"]}
     results.save(results.CAMPAIGN_STATE, state, directory / "campaigns" / "lab" / "state.json")
+
+
+def test_report_on_a_campaign_lists_its_failures(results_dir, tmp_path, capsys):
+    directory, run_ids = results_dir
+    save_campaign_state(directory, run_ids)
     assert cli.main(["report", "lab", "--results-dir", str(directory)]) == 0
     text = capsys.readouterr().out
     assert "Campaign lab: 14 runs done, 1 failed." in text and "failed: lost: lab-node2: UNREACHABLE" in text
     assert "Order: repeat rounds, every point once in each, shuffled (seed 42)" in text
 
+
+
+def break_two_runs(directory):
+    """One summary cut short as a crash leaves it, one written at an older schema version."""
+    truncated = directory / "baremetal-g1-r0" / "summary.json"
+    truncated.write_text(truncated.read_text()[:100])
+    older = directory / "k8s-g2-r1" / "summary.json"
+    older.write_text(json.dumps({**json.loads(older.read_text()), "schema_version": 1}))
+    return truncated, older
+
+
+def test_a_campaign_report_reports_every_run_it_can_read_and_lists_the_others_first(results_dir, capsys):
+    directory, run_ids = results_dir
+    save_campaign_state(directory, run_ids)
+    truncated, older = break_two_runs(directory)
+    assert cli.main(["report", "lab", "--results-dir", str(directory)]) == 0
+    captured = capsys.readouterr()
+    intro = captured.out.split("\n\n")[1].splitlines()
+    assert intro[0].startswith(f"could not read {truncated}: not JSON: "), intro
+    assert intro[1] == f"could not read {older}: schema_version 1 is not the supported 2", intro
+    assert intro[2] == "Campaign lab: 12 runs done, 1 failed, 2 done but unreadable, left out of this report."
+    table = captured.out.split("## Throughput")[1].split("##")[0]
+    assert "| small_cnn synthetic b32 32px | baremetal | 1 | 2 |" in table
+    assert "| small_cnn synthetic b32 32px | k8s | 2 | 2 |" in table
+    assert "2 done run(s) could not be read" in captured.err
+    html = (directory / "campaigns" / "lab" / "report.html").read_text()
+    assert f"<p class='warn'>could not read {truncated}: not JSON" in html
+
+
+def test_a_strict_campaign_report_fails_on_an_unreadable_run_but_still_reports(results_dir, capsys):
+    directory, run_ids = results_dir
+    save_campaign_state(directory, run_ids)
+    break_two_runs(directory)
+    assert cli.main(["report", "lab", "--results-dir", str(directory), "--strict"]) == 1
+    assert "Campaign lab: 12 runs done" in (directory / "campaigns" / "lab" / "report.md").read_text()
+    capsys.readouterr()
+    for run_id in run_ids:
+        (directory / run_id / "summary.json").unlink(missing_ok=True)
+        (directory / run_id / "raw" / "allreduce.json").unlink(missing_ok=True)
+    assert cli.main(["report", "lab", "--results-dir", str(directory)]) == 2
+    assert "campaign lab: no done run could be read: " in capsys.readouterr().err
 
 def test_a_campaign_with_only_sweeps_done_still_reports(results_dir, tmp_path):
     _, sweeps = report.load_runs(*results_dir)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from benchrunner import results, summary
+from benchrunner import cli, results, summary
 from benchrunner import workload as workload_module
 from documents import rank_document
 
@@ -106,6 +106,34 @@ def test_write_produces_files_and_moves_latest(run_dir, make_rank):
     assert not [p for p in second.parent.iterdir() if p.name.startswith(".latest")]
 
 
+
+@pytest.mark.parametrize("name", results.RESERVED_RUN_IDS)
+def test_a_run_folder_with_a_reserved_name_is_refused_before_anything_is_written(run_dir, make_rank, capsys, name):
+    folder = run_dir(make_rank(0), make_rank(1))
+    reserved = folder.rename(folder.parent / name)
+    before = sorted(p.relative_to(reserved.parent) for p in reserved.parent.rglob("*"))
+    assert cli.main(["summarize", str(reserved)]) == 2
+    err = capsys.readouterr().err
+    assert f"{reserved}: '{name}' is reserved for the results folder's own {name}" in err, err
+    assert "rename the folder to its run id" in err and len(err.splitlines()) == 1
+    assert sorted(p.relative_to(reserved.parent) for p in reserved.parent.rglob("*")) == before
+
+
+def test_a_run_beside_a_latest_that_is_no_link_is_refused_before_anything_is_written(run_dir, make_rank, capsys):
+    folder = run_dir(make_rank(0), make_rank(1))
+    (folder.parent / "latest").mkdir()
+    assert cli.main(["summarize", str(folder)]) == 2
+    assert f"{folder.parent / 'latest'}: not the link to the latest run but a folder" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == ["raw"]
+
+
+def test_a_latest_link_that_cannot_be_replaced_leaves_no_temporary_link(run_dir, make_rank):
+    folder = run_dir(make_rank(0), make_rank(1))
+    (folder.parent / "latest").mkdir()
+    with pytest.raises(IsADirectoryError):
+        summary.point_latest(folder)
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["latest", "run-1"]
+
 def test_markdown_names_failed_checks(run_dir, make_rank):
     document = summary.summarize(run_dir(make_rank(0, size=3), make_rank(1, size=3)))
     assert "sanity: FAILED: expected ranks 0..2, got [0, 1]" in summary.render_markdown(document)
@@ -120,7 +148,7 @@ def test_a_rank_that_asked_for_a_gpu_and_trained_on_the_cpu_fails_sanity(run_dir
     check = checks_by_name(document)["trained where asked"]
     assert check["passed"] is False
     assert check["detail"] == ("rank 1 on node2 trained on /job:localhost/replica:0/task:0/device:CPU:0 though the job "
-                               "asked for a GPU: TensorFlow saw 0 GPU(s) (built with CUDA 12.2, cuDNN 8)")
+                               "asked for a GPU: tensorflow-horovod saw 0 GPU(s) (built with CUDA 12.2, cuDNN 8)")
     assert document["sanity"]["passed"] is False
 
 

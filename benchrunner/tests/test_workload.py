@@ -1,11 +1,17 @@
 import argparse
-from dataclasses import asdict, fields
 
 import pytest
 
-from benchrunner import results
+from benchrunner import frameworks, results
 from benchrunner import workload as workload_module
 from benchrunner.workload import Workload
+
+
+def tf(**values) -> Workload:
+    """A TensorFlow workload with settings of either kind, built as given (no preset filled in, no type check)."""
+    settings = {key: value for key, value in values.items() if frameworks.owner_of(key)}
+    common = {key: value for key, value in values.items() if key not in settings}
+    return Workload(**common, settings=frameworks.get(frameworks.DEFAULT).Settings(**settings))
 
 
 def parse(argv: list[str]) -> Workload:
@@ -16,10 +22,10 @@ def parse(argv: list[str]) -> Workload:
 
 @pytest.mark.parametrize("workload", [
     Workload(),
-    Workload(model="resnet50", batch_size=64, image_size=224, precision="mixed_float16", xla=True),
+    tf(model="resnet50", batch_size=64, image_size=224, precision="mixed_float16", xla=True),
     Workload(model="densenet121_chexnet", data="tfrecord", data_dir="/data/cxr", warmup_steps=1,
              measured_steps=100, learning_rate=0.001),
-    Workload(fusion_threshold_mb=0, cycle_time_ms=2.5, fp16_allreduce=True, hierarchical_allreduce=True),
+    tf(fusion_threshold_mb=0, cycle_time_ms=2.5, fp16_allreduce=True, hierarchical_allreduce=True),
 ])
 def test_options_round_trip_through_the_command_line(workload):
     assert parse(workload.to_argv()) == workload
@@ -48,12 +54,12 @@ def test_defaults_need_no_options():
 ])
 def test_invalid_settings_are_named(changes, message):
     with pytest.raises(ValueError, match=message):
-        Workload(**changes).validate()
+        tf(**changes).validate()
 
 
 def test_horovod_knobs_become_horovods_environment():
-    assert Workload().horovod_environment() == {}
-    assert Workload(fusion_threshold_mb=64, cycle_time_ms=3.5, hierarchical_allreduce=True).horovod_environment() == {
+    assert Workload().settings.horovod_environment() == {}
+    assert tf(fusion_threshold_mb=64, cycle_time_ms=3.5, hierarchical_allreduce=True).settings.horovod_environment() == {
         "HOROVOD_FUSION_THRESHOLD": str(64 * 1024 * 1024), "HOROVOD_CYCLE_TIME": "3.5",
         "HOROVOD_HIERARCHICAL_ALLREDUCE": "1"}
 
@@ -77,24 +83,38 @@ NON_DEFAULT = {
     "lr_schedule": "cosine", "lr_warmup_steps": 2, "cache": "memory", "prefetch_to_device": True,
     "num_parallel_calls": 4, "interleave_cycle_length": 8, "fusion_threshold_mb": 32, "cycle_time_ms": 1.5,
     "fp16_allreduce": True, "hierarchical_allreduce": True,
+    "compile": True, "channels_last": True, "dataloader_workers": 0, "pin_memory": False,
 }
 
 
 def test_every_setting_has_a_non_default_value_to_test_with():
-    assert sorted(NON_DEFAULT) == sorted(field.name for field in fields(Workload))
-    assert all(getattr(Workload(), key) != value for key, value in NON_DEFAULT.items())
+    assert sorted(NON_DEFAULT) == sorted(workload_module.option_names())
+    for key, value in NON_DEFAULT.items():
+        framework = frameworks.owner_of(key) or frameworks.DEFAULT
+        assert Workload(framework=framework).record()[key] != value
 
 
 @pytest.mark.parametrize("key", sorted(NON_DEFAULT))
 def test_every_setting_round_trips_through_argv_and_a_mapping(key):
-    workload = Workload.from_mapping({key: NON_DEFAULT[key]})
-    assert getattr(workload, key) == NON_DEFAULT[key]
+    framework = frameworks.owner_of(key) or frameworks.DEFAULT
+    workload = Workload.from_mapping({key: NON_DEFAULT[key], "framework": framework})
+    assert workload.record()[key] == NON_DEFAULT[key]
     assert parse(workload.to_argv()) == workload
-    assert Workload.from_mapping(asdict(workload)) == workload
+    assert Workload.from_mapping({**workload.record(), "num_classes": workload.num_classes}) == workload
+
+
+@pytest.mark.parametrize("framework", frameworks.names())
+def test_a_setting_of_the_other_framework_is_refused_naming_the_key_and_its_framework(framework):
+    other = next(name for name in frameworks.names() if name != framework)
+    key = frameworks.setting_names(other)[0]
+    with pytest.raises(ValueError, match=f"workload setting {key} belongs to {other}, not to this job's framework "
+                                         f"{framework}"):
+        Workload.from_mapping({"framework": framework, key: NON_DEFAULT[key]})
 
 
 def test_all_settings_at_once_round_trip():
-    values = {**NON_DEFAULT, "preset": None, "lr_scaling": "linear"}
+    values = {key: value for key, value in NON_DEFAULT.items() if frameworks.owner_of(key) in (None, frameworks.DEFAULT)}
+    values.update(preset=None, lr_scaling="linear")
     workload = Workload.from_mapping(values)
     workload.validate()
     assert parse(workload.to_argv()) == workload
@@ -155,7 +175,7 @@ def test_validate_names_wrong_types_before_judging_ranges():
 ])
 def test_invalid_training_and_pipeline_settings_are_named(changes, message):
     with pytest.raises(ValueError, match=message):
-        Workload(**changes).validate()
+        tf(**changes).validate()
 
 
 def test_the_horovod_preset_fills_in_the_peers_settings_and_is_recorded():
@@ -177,17 +197,22 @@ def test_a_setting_given_beside_a_preset_must_agree_with_it_even_when_it_is_the_
 
 
 def test_autotune_or_a_number_on_the_command_line():
-    assert parse(["--num-parallel-calls", "autotune"]).num_parallel_calls == "autotune"
-    assert parse(["--num-parallel-calls", "6"]).num_parallel_calls == 6
+    assert parse(["--num-parallel-calls", "autotune"]).settings.num_parallel_calls == "autotune"
+    assert parse(["--num-parallel-calls", "6"]).settings.num_parallel_calls == 6
     with pytest.raises(SystemExit):
         parse(["--num-parallel-calls", "many"])
 
 
 def test_records_made_before_a_setting_existed_read_as_benchrunner_then_ran():
     schema = results.schema(results.RANK_RESULT)["$defs"]["workload"]
-    # Exactly the settings older v2 results may lack, each with what benchrunner did before it.
-    assert sorted(workload_module.BEFORE_RECORDED) == sorted(set(schema["properties"]) - set(schema["required"]))
-    old = {key: value for key, value in Workload().record().items() if key not in workload_module.BEFORE_RECORDED}
+    before = {**workload_module.BEFORE_RECORDED, **frameworks.get(frameworks.DEFAULT).BEFORE_RECORDED}
+    # Exactly the settings older v2 results may lack, each with what benchrunner did before it; the others a
+    # result may lack are the settings of a framework it did not train with.
+    optional = set(schema["properties"]) - set(schema["required"])
+    not_tensorflow = {key for key in optional if frameworks.owner_of(key) not in (None, frameworks.DEFAULT)}
+    assert sorted(before) == sorted(optional - not_tensorflow - {"xla", "fusion_threshold_mb", "cycle_time_ms",
+                                                                 "fp16_allreduce", "hierarchical_allreduce"})
+    old = {key: value for key, value in Workload().record().items() if key not in before}
     completed = workload_module.complete_record(old)
     assert (completed["optimizer"], completed["momentum"], completed["lr_scaling"]) == ("sgd", 0.9, "linear")
     assert Workload.from_mapping(completed) == Workload()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchrunner import launchers, mpijob, results, summary
+from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.workload import Workload
 from lab import PROJECT
 
@@ -98,12 +99,19 @@ def remove_pods() -> None:
     podman("network", "rm", "--force", NETWORK, check=False)
 
 
-def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(image, operator_wiring):
+@pytest.mark.parametrize(("framework", "versions"), [
+    ("tensorflow-horovod", {"tensorflow": "2.15.1", "horovod": "0.28.1"}),
+    ("pytorch-ddp", {"torch": "2.13.0+cpu", "backend": "gloo"}),
+])
+def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(image, operator_wiring, framework,
+                                                                             versions):
     ssh, tmp_path = operator_wiring
-    job = launchers.Job(run_id="e2e-mpijob-image", output_dir="/tmp/benchrunner/e2e-mpijob-image/raw", ranks=2,
+    run_id = f"e2e-mpijob-{framework}"
+    job = launchers.Job(run_id=run_id, output_dir=f"/tmp/benchrunner/{run_id}/raw", ranks=2,
                         stack="k8s", launcher="mpijob", network="overlay",
-                        workload=Workload(image_size=32, batch_size=16, warmup_steps=2, measured_steps=5))
-    manifest = launchers.mpijob_manifest(job, image=image)
+                        workload=Workload(framework=framework, image_size=32, batch_size=16, warmup_steps=2,
+                                          measured_steps=5))
+    manifest = k8s_launcher.mpijob_manifest(job, image=image)
     name, spec = manifest["metadata"]["name"], manifest["spec"]
     specs = spec["mpiReplicaSpecs"]
     workers = worker_names(name, specs["Worker"]["replicas"])
@@ -115,7 +123,9 @@ def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(ima
     (config / "..data" / "discover_hosts.sh").chmod(0o555)
     shm = specs["Worker"]["template"]["spec"]["volumes"][0]["emptyDir"]["sizeLimit"]
     addresses = {host: f"{SUBNET}.{10 + i}" for i, host in enumerate([f"{name}-launcher", *workers])}
-    hosts = [f"--add-host={fqdn(host, name)}:{ip}" for host, ip in addresses.items()]
+    # Pods also resolve <pod>.<job> through their search path (<namespace>.svc.<cluster domain>).
+    hosts = [f"--add-host={alias}:{ip}" for host, ip in addresses.items()
+             for alias in (fqdn(host, name), f"{host}.{name}")]
     common = ["--network", NETWORK, "--label", "hpcml-e2e=mpijob", *LIMITS, *hosts,
               "--shm-size", shm.removesuffix("i").lower(), "-v", f"{ssh}:{spec['sshAuthMountPath']}:ro,Z"]
     remove_pods()
@@ -149,6 +159,7 @@ def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(ima
     assert (document["ranks"], document["stack"], document["launcher"], document["network"]) == (2, "k8s", "mpijob",
                                                                                                  "overlay")
     assert document["hosts"] == workers
-    assert document["versions"]["tensorflow"] == "2.15.1" and document["versions"]["horovod"] == "0.28.1"
+    assert {key: document["versions"][key] for key in versions} == versions
+    assert document["workload"]["framework"] == framework
     results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON)
     assert (run_dir / mpijob.LAUNCHER_LOG).read_text().count(" images/s") == 2

@@ -77,3 +77,16 @@ def test_a_job_benchrunner_refuses_stops_the_play_in_preflight(tmp_path, change,
     assert run.refused("The benchmark settings are not valid: "), run.stdout[-3000:]
     assert said in " ".join(run.stdout.split()).replace("\\\\", "\\"), run.stdout[-3000:]
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"cluster_kubernetes_version": "1.99.0"}, "Kubernetes 1.99.0: the offline validator knows 1.25.0 to"),
+    ({"benchrunner_runtime_class": "Bad Class!"}, "kubernetes.runtime_class 'Bad Class!' is not a RuntimeClass name"),
+])
+def test_an_mpijob_the_job_launch_would_refuse_stops_the_play_before_it_writes_the_job(tmp_path, change, said):
+    # Preflight, then what the benchmark play does next: name the run and write its job.json.
+    run = play(tmp_path, role_tasks("benchrunner", "00-preflight") + role_tasks("benchrunner", "name"),
+               gather_facts=True, extravars=settings(tmp_path, cluster_stack="k8s", benchrunner_run_id="k1", **change))
+    assert run.refused("The benchmark settings are not valid: "), run.stdout[-3000:]
+    assert said in " ".join(run.stdout.split()), run.stdout[-3000:]
+    assert not (tmp_path / "results").exists()

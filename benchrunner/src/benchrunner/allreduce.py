@@ -13,30 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from benchrunner import results
-from benchrunner.launchers import MAX_BYTES, MIN_BYTES, allreduce_bounds_problem
+from benchrunner.sweep import bus_bandwidth, iterations_for, sizes
 from benchrunner.train import RunContext, init_horovod
 from benchrunner.workload import Workload
-
-
-def sizes(min_bytes: int = MIN_BYTES, max_bytes: int = MAX_BYTES) -> list[int]:
-    """Powers of two from min_bytes to max_bytes."""
-    problem = allreduce_bounds_problem(min_bytes, max_bytes)
-    if problem:
-        raise ValueError(problem)
-    out, size = [], min_bytes
-    while size <= max_bytes:
-        out.append(size)
-        size *= 2
-    return out
-
-
-def bus_bandwidth(algbw: float, ranks: int) -> float:
-    return algbw * 2 * (ranks - 1) / ranks
-
-
-def iterations_for(size: int, budget_bytes: int = 1 << 30, most: int = 100, least: int = 5) -> int:
-    """Many iterations for small messages, few for large, so each size takes a similar time."""
-    return max(least, min(most, budget_bytes // max(size, 1)))
 
 
 def back_to_back(tf: Any, hvd: Any, count: int) -> Any:

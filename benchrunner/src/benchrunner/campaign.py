@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import yaml
 
-from benchrunner import job_document, launchers, results, summary
+from benchrunner import frameworks, job_document, launchers, results, summary
 
 STATE_JSON = "state.json"
 CAMPAIGNS_DIR = "campaigns"
@@ -56,10 +56,17 @@ def load(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise results.ResultError(f"{path}: a campaign is a mapping (name, gpus, workloads, ...)")
     results.validate(results.CAMPAIGN, document, str(path))
-    for stack, launcher in document.get("launchers", {}).items():
-        if stack not in launchers.LAUNCHER_STACKS[launcher]:
-            raise results.ResultError(f"{path}: launcher {launcher} does not run on stack {stack} (it runs on "
-                                      f"{', '.join(launchers.LAUNCHER_STACKS[launcher])})")
+    for stack, chosen in document.get("launchers", {}).items():
+        for launcher in _listed(chosen):
+            if stack not in launchers.stacks_of(launcher):
+                raise results.ResultError(f"{path}: launcher {launcher} does not run on stack {stack} (it runs on "
+                                          f"{', '.join(launchers.stacks_of(launcher))})")
+    for stack in document.get("stacks", ["baremetal"]):
+        for framework in document.get("frameworks", [frameworks.DEFAULT]):
+            if not _launchers_for(document, stack, framework):
+                raise results.ResultError(
+                    f"{path}: no launcher of stack {stack} ({', '.join(_launchers_of(document, stack))}) starts "
+                    f"{framework} ranks: add one that does to launchers.{stack}")
     # Every run's job must be valid before the first run starts, not when its turn comes.
     for run_ in plan(document):
         try:
@@ -69,24 +76,46 @@ def load(path: Path) -> dict[str, Any]:
     return document
 
 
+def _listed(chosen: str | list[str]) -> list[str]:
+    return [chosen] if isinstance(chosen, str) else list(chosen)
+
+
+def _launchers_of(campaign: dict[str, Any], stack: str) -> list[str]:
+    """The stack's launchers: the campaign's (one, or a list to compare), else the stack's default."""
+    return _listed(campaign.get("launchers", {}).get(stack, launchers.default_for(stack)))
+
+
+def _launchers_for(campaign: dict[str, Any], stack: str, framework: str) -> list[str]:
+    """Those of the stack's launchers that start this framework's ranks (torchrun: PyTorch's only)."""
+    return [name for name in _launchers_of(campaign, stack) if framework in launchers.get(name).FRAMEWORKS]
+
+
 def points(campaign: dict[str, Any]) -> list[dict[str, Any]]:
-    """The campaign's points in run order: allreduce sweeps first, then training, small GPU counts first."""
+    """The campaign's points in run order: allreduce sweeps first, then training, small GPU counts first. Stacks,
+    frameworks and each stack's launchers are axes; a point of the default framework does not name it, so the
+    run ids of campaigns from before there were two stay what they were."""
     stacks = campaign.get("stacks", ["baremetal"])
-    launcher_for = {**launchers.DEFAULT_LAUNCHER, **campaign.get("launchers", {})}
+    placements = [(stack, framework, launcher) for stack in stacks
+                  for framework in campaign.get("frameworks", [frameworks.DEFAULT])
+                  for launcher in _launchers_for(campaign, stack, framework)]
     axes = campaign["workloads"]
     names = sorted(axes)
     out: list[dict[str, Any]] = []
     common = {"network": campaign.get("network", "tcp"), "gpus_per_node": campaign.get("gpus_per_node", 0)}
+
+    def point(program: str, stack: str, framework: str, launcher: str, gpus: int, **rest: Any) -> dict[str, Any]:
+        named = {} if framework == frameworks.DEFAULT else {"framework": framework}
+        return {"program": program, "stack": stack, "launcher": launcher, **named, "gpus": gpus, **rest, **common}
+
     if "allreduce" in campaign:
-        for stack, gpus in itertools.product(stacks, sorted(campaign["gpus"])):
-            out.append({"program": "allreduce", "stack": stack, "launcher": launcher_for[stack], "gpus": gpus,
-                        "workload": {}, "allreduce": campaign["allreduce"], **common})
-    for gpus, values, stack in itertools.product(sorted(campaign["gpus"]), itertools.product(*(axes[n] for n in names)),
-                                                 stacks):
+        for (stack, framework, launcher), gpus in itertools.product(placements, sorted(campaign["gpus"])):
+            out.append(point("allreduce", stack, framework, launcher, gpus, workload={},
+                             allreduce=campaign["allreduce"]))
+    for gpus, values, (stack, framework, launcher) in itertools.product(
+            sorted(campaign["gpus"]), itertools.product(*(axes[n] for n in names)), placements):
         # Real data without a data_dir of its own is the dataset the benchmark play makes on the nodes.
         workload = {**campaign.get("fixed", {}), **dict(zip(names, values))}
-        out.append({"program": "train", "stack": stack, "launcher": launcher_for[stack], "gpus": gpus,
-                    "workload": workload, **common})
+        out.append(point("train", stack, framework, launcher, gpus, workload=workload))
     return out
 
 
@@ -97,6 +126,8 @@ def point_label(point: dict[str, Any]) -> str:
     if point["program"] == "train":
         parts += [w.get("model", "small_cnn"), w.get("data", "synthetic"), f"b{w.get('batch_size', 32)}"]
     parts += [f"g{point['gpus']}", point["stack"]]
+    if "framework" in point:
+        parts += [point["framework"], point["launcher"]]
     digest = hashlib.sha256(json.dumps(point, sort_keys=True).encode()).hexdigest()[:8]
     return "-".join(str(p) for p in parts) + "-" + digest
 
@@ -207,7 +238,8 @@ def job_request(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
     environment, launcher and Kubernetes settings) to these keys."""
     point = run_.point
     request = {"run_id": run_.run_id, "program": point["program"], "stack": point["stack"],
-               "launcher": point["launcher"], "network": point["network"], "ranks": point["gpus"],
+               "launcher": point["launcher"], "framework": point.get("framework", frameworks.DEFAULT),
+               "network": point["network"], "ranks": point["gpus"],
                "gpus_per_node": point["gpus_per_node"], "workload": point["workload"],
                "dataset": {**job_document.DEFAULT_DATASET, **campaign.get("dataset", {})}}
     if point["program"] == "allreduce":

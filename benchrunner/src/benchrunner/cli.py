@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import shlex
@@ -14,9 +13,25 @@ from typing import Any
 
 import yaml
 
-from benchrunner import __version__, campaign, dataset, job_document, kubernetes, launchers, report, results, summary
+from benchrunner import (
+    __version__,
+    campaign,
+    data,
+    dataset,
+    frameworks,
+    job_document,
+    kubernetes,
+    launchers,
+    rank_env,
+    report,
+    results,
+    summary,
+    sweep,
+)
+from benchrunner.launchers import srun
 from benchrunner.playbooks import BENCHMARK_TAG
 from benchrunner.workload import Workload, add_arguments
+from benchrunner.workload import option_names as workload_option_names
 
 
 def _pairs(pairs: list[str], option: str) -> dict[str, str]:
@@ -49,18 +64,16 @@ def _context(args: argparse.Namespace) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from benchrunner import train  # noqa: PLC0415 - imports TensorFlow lazily
-
-    document = train.run(Workload.from_args(args), _context(args))
+    workload = Workload.from_args(args)
+    workload.validate()
+    document = frameworks.get(workload.framework).train(workload, workload.settings, _context(args))
     print(f"rank {document['rank']}/{document['size']} on {document['host']}: "
           f"{document['metrics']['images_per_sec']:.1f} images/s")
     return 0
 
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
-    from benchrunner import allreduce  # noqa: PLC0415 - imports TensorFlow lazily
-
-    document = allreduce.run(_context(args), args.min_bytes, args.max_bytes)
+    document = frameworks.get(args.framework).allreduce(_context(args), args.min_bytes, args.max_bytes)
     largest = document["points"][-1]
     print(f"allreduce over {document['ranks']} ranks: {largest['bytes']} bytes at "
           f"{largest['algbw_bytes_per_s'] / 1e9:.3f} GB/s algorithm, {largest['busbw_bytes_per_s'] / 1e9:.3f} GB/s bus bandwidth")
@@ -81,8 +94,6 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     directory = dataset.generate(Path(args.directory), dataset.Spec(args.images, args.image_size, args.seed))
     print(f"{directory}: {args.images} images of {args.image_size}px with {dataset.LABELS_CSV}")
     if tf is not None:
-        from benchrunner import data  # noqa: PLC0415 - imports TensorFlow's helpers
-
         shards = data.write_tfrecords(tf, directory, args.tfrecord_shards)
         print(f"{directory / data.TFRECORD_DIR}: {len(shards)} TFRecord shards")
     return 0
@@ -90,9 +101,9 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 def cmd_rank(args: argparse.Namespace) -> int:
     """The rank program named by the environment, for launchers that must not see its options."""
-    argv = shlex.split(os.environ.get(launchers.RANK_ARGV_ENV, ""))
+    argv = shlex.split(os.environ.get(rank_env.RANK_ARGV_ENV, ""))
     if not argv or argv[0] not in launchers.PROGRAMS:
-        raise ValueError(f"{launchers.RANK_ARGV_ENV} must hold 'train ...' or 'allreduce ...', got {argv[:1]}")
+        raise ValueError(f"{rank_env.RANK_ARGV_ENV} must hold 'train ...' or 'allreduce ...', got {argv[:1]}")
     ranked = build_parser().parse_args(argv)
     return ranked.func(ranked)
 
@@ -101,12 +112,12 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     """The job document `launch`'s options ask for: the same contract the playbooks and campaigns use."""
     return {
         "kind": job_document.KIND, "schema_version": job_document.VERSION, "run_id": args.run_id,
-        "program": args.program, "stack": args.stack, "launcher": args.launcher, "network": args.network,
+        "program": args.program, "stack": args.stack, "launcher": args.launcher,
+        "framework": getattr(args, "framework", frameworks.DEFAULT), "network": args.network,
         "ranks": args.ranks, "gpus_per_node": args.gpus_per_node,
         "hosts": [h for h in args.hosts.split(",") if h] if args.hosts else [],
         # The workload options given, as given: a preset fills in the rest when the job is resolved.
-        "workload": {field.name: getattr(args, field.name) for field in dataclasses.fields(Workload)
-                     if hasattr(args, field.name)},
+        "workload": {name: getattr(args, name) for name in workload_option_names() if hasattr(args, name)},
         "allreduce": {"min_bytes": args.min_bytes, "max_bytes": args.max_bytes},
         # Environment values are strings, passed exactly as given: "true", "007", "1e3" and "null" stay what they are.
         "env": _pairs(args.env, "--env"), "launcher_args": list(args.launcher_arg), "git_commit": args.git_commit,
@@ -146,13 +157,17 @@ def _launch(args: argparse.Namespace, request: Any, source: str) -> int:
     if plan.job.launcher == "mpijob":
         return _launch_mpijob(args, plan)
     partition = plan.slurm["partition"]
-    problem = partition and plan.job.launcher == "srun" and not args.dry_run and launchers.partition_problem(partition)
-    if problem:
-        raise ValueError(problem)
+    # What this host and the cluster must hold for the job, asked before anything is written or started.
+    problems = [] if args.dry_run else [p for p in (
+        data.dataset_problem(plan.job.workload, plan.job.ranks) if plan.job.program == "train" else None,
+        partition and plan.job.launcher == "srun" and srun.partition_problem(partition)) if p]
+    if problems:
+        raise ValueError("; ".join(problems))
     if not args.dry_run:
         # The record of what was asked, beside the ranks' raw/ results.
         results.write_atomic(Path(plan.job.output_dir).parent / job_document.JOB_JSON, results.dumps(plan.document))
-    return launchers.execute(plan.job, dry_run=args.dry_run, partition=plan.slurm["partition"], mpi=plan.slurm["mpi"])
+    return launchers.execute(plan.job, launchers.Options(dry_run=args.dry_run, partition=plan.slurm["partition"],
+                                                         mpi=plan.slurm["mpi"]))
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -234,16 +249,23 @@ def cmd_report(args: argparse.Namespace) -> int:
             summary.write_report(run_dir, results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON))
         sys.stdout.write((run_dir / report.REPORT_MD).read_text())
         return 0
-    return _report_campaign(results_dir, campaign_dir, args.pool)
+    return _report_campaign(results_dir, campaign_dir, args.pool, strict=args.strict)
 
 
-def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str]) -> int:
+def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str], strict: bool = False) -> int:
+    """The campaign's report over every done run that can be read; those that cannot are listed first, and fail the
+    command only when strict."""
     state = results.load(results.CAMPAIGN_STATE, campaign_dir / campaign.STATE_JSON)
     name = state["campaign"]
-    summaries, sweeps = report.load_runs(results_dir, sorted(
+    summaries, sweeps, unreadable = report.read_runs(results_dir, sorted(
         run_id for run_id, entry in state["runs"].items() if entry["status"] == "done"))
+    if not summaries and not sweeps and unreadable:
+        raise results.ResultError(f"campaign {name}: no done run could be read: " + "; ".join(unreadable))
     failed = {run_id: e["reason"] for run_id, e in sorted(state["runs"].items()) if e["status"] == "failed"}
-    intro = [f"Campaign {name}: {len(summaries) + len(sweeps)} runs done, {len(failed)} failed."]
+    # First, so that no reader takes the report for the whole campaign.
+    intro = [f"could not read {problem}" for problem in unreadable]
+    intro.append(f"Campaign {name}: {len(summaries) + len(sweeps)} runs done, {len(failed)} failed"
+                 + (f", {len(unreadable)} done but unreadable, left out of this report." if unreadable else "."))
     intro += [f"failed: {run_id}: {reason}" for run_id, reason in failed.items()]
     if "order" in state:
         intro.append(f"Order: repeat rounds, every point once in each, shuffled (seed {state['order']['seed']}); "
@@ -252,7 +274,10 @@ def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str]) -
                         pooled=pooled)
     sys.stdout.write(path.read_text())
     print(f"\nreport: {path} and {path.with_name(report.REPORT_HTML)}", file=sys.stderr)
-    return 0
+    if unreadable:
+        print(f"benchrunner: {len(unreadable)} done run(s) could not be read and are left out of the report (listed "
+              "at its top)", file=sys.stderr)
+    return 1 if unreadable and strict else 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -368,7 +393,7 @@ def _add_context(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--run-id", required=True)
     group.add_argument("--output-dir", required=True, help="folder every rank writes its result into")
     group.add_argument("--stack", choices=launchers.STACKS, default="baremetal")
-    group.add_argument("--launcher", choices=launchers.LAUNCHERS, default="mpirun")
+    group.add_argument("--launcher", choices=launchers.names(), default=launchers.default_for("baremetal"))
     group.add_argument("--network", choices=launchers.NETWORKS, default="tcp",
                        help="how ranks talk, recorded with the results; sets NCCL's variables when launching")
     group.add_argument("--git-commit", help="the project's commit, recorded with the results")
@@ -376,8 +401,8 @@ def _add_context(parser: argparse.ArgumentParser) -> None:
 
 def _add_sweep(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("allreduce sweep")
-    group.add_argument("--min-bytes", type=int, default=launchers.MIN_BYTES)
-    group.add_argument("--max-bytes", type=int, default=launchers.MAX_BYTES)
+    group.add_argument("--min-bytes", type=int, default=sweep.MIN_BYTES)
+    group.add_argument("--max-bytes", type=int, default=sweep.MAX_BYTES)
 
 
 def _default_benchrunner() -> str:
@@ -435,12 +460,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_train)
 
-    p = _command(sub, "allreduce", help="time Horovod allreduce over message sizes (what every rank runs)")
+    p = _command(sub, "allreduce", help="time the framework's allreduce over message sizes (what every rank runs)")
     _add_context(p)
+    p.add_argument("--framework", choices=frameworks.names(), default=frameworks.DEFAULT,
+                   help="whose collectives: Horovod's, or torch.distributed's (all_reduce, all_gather, reduce_scatter)")
     _add_sweep(p)
     p.set_defaults(func=cmd_allreduce)
 
-    p = _command(sub, "rank", help=f"run the train or allreduce command held in ${launchers.RANK_ARGV_ENV} "
+    p = _command(sub, "rank", help=f"run the train or allreduce command held in ${rank_env.RANK_ARGV_ENV} "
                                     "(how horovodrun starts ranks)")
     p.set_defaults(func=cmd_rank)
 
@@ -458,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--results-dir", default=job_document.DEFAULT_NODE_RESULTS_DIR,
                        help="the nodes' results folder; ranks write into <results-dir>/<run-id>/raw")
     group.add_argument("--stack", choices=launchers.STACKS, default="baremetal")
-    group.add_argument("--launcher", choices=launchers.LAUNCHERS, default="mpirun")
+    group.add_argument("--launcher", choices=launchers.names(), default=launchers.default_for("baremetal"))
     group.add_argument("--network", choices=launchers.NETWORKS, default="tcp",
                        help="how ranks talk, recorded with the results; sets NCCL's variables")
     group.add_argument("--git-commit", help="the project's commit, recorded with the results")
@@ -531,6 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "report", help="report on a run or a campaign (default: results/latest)")
     p.add_argument("target", nargs="?", help="a run folder, a campaign folder or a campaign name")
     p.add_argument("--results-dir", default="results")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a campaign's done run cannot be read (the "
+                   "report on the others is written all the same)")
     _add_pool(p)
     p.set_defaults(func=cmd_report)
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchrunner import dataset
-from benchrunner.workload import AUTOTUNE, CACHE_IN_MEMORY, Workload
+from benchrunner.workload import Workload
 
 TFRECORD_DIR = "tfrecord"
+# tf.data.AUTOTUNE, spelled as a word in settings; the pipeline passes tf.data.AUTOTUNE.
+AUTOTUNE = "autotune"
+CACHE_IN_MEMORY = "memory"
 
 
 def synthetic(tf: Any, workload: Workload, rank: int) -> Iterator[tuple[Any, Any]]:
@@ -50,8 +55,8 @@ def cache_file(workload: Workload, rank: int, size: int, sources: list[Path]) ->
            "sources": [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sources]}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     # TF 2.15 writes the files but does not make their folder (NotFoundError on the .lockfile).
-    Path(workload.cache or ".").mkdir(parents=True, exist_ok=True)
-    return f"{workload.cache}/benchrunner-{digest}-rank{rank:05d}-of-{size:05d}"
+    Path(workload.settings.cache or ".").mkdir(parents=True, exist_ok=True)
+    return f"{workload.settings.cache}/benchrunner-{digest}-rank{rank:05d}-of-{size:05d}"
 
 
 def _gpu(tf: Any) -> str:
@@ -65,23 +70,23 @@ def _finish(tf: Any, records: Any, encoded: Any, workload: Workload, rank: int, 
             sources: list[Path]) -> Iterator[Any]:
     """From records (`encoded` turns one into a PNG and its labels) to batches: decode, cache, augment, shuffle,
     batch and prefetch, as the workload says."""
-    calls = parallelism(tf, workload.num_parallel_calls)
+    calls = parallelism(tf, workload.settings.num_parallel_calls)
 
     def load(*record: Any) -> tuple[Any, Any]:
         return _load(tf, workload, *encoded(*record))
 
-    if workload.cache is None:
+    if workload.settings.cache is None:
         images = records.map(lambda *record: _flip(tf, *load(*record), rank), num_parallel_calls=calls)
     else:
         # Cached after decoding and before the random flip and the shuffle, so those stay random on every pass.
         decoded = records.map(load, num_parallel_calls=calls)
-        decoded = decoded.cache() if workload.cache == CACHE_IN_MEMORY else decoded.cache(
+        decoded = decoded.cache() if workload.settings.cache == CACHE_IN_MEMORY else decoded.cache(
             cache_file(workload, rank, size, sources))
         images = decoded.map(lambda image, y: _flip(tf, image, y, rank), num_parallel_calls=calls)
     pipeline = (images.shuffle(1024, seed=rank, reshuffle_each_iteration=True).repeat()
                 .batch(workload.batch_size, drop_remainder=True, num_parallel_calls=calls)
                 .prefetch(tf.data.AUTOTUNE))
-    if workload.prefetch_to_device:
+    if workload.settings.prefetch_to_device:
         # TF 2.15: copy_to_device onto the GPU, then a prefetch buffer there; it must be the pipeline's last step.
         pipeline = pipeline.apply(tf.data.experimental.prefetch_to_device(_gpu(tf)))
     return iter(pipeline)
@@ -114,11 +119,44 @@ def tfrecords(tf: Any, workload: Workload, rank: int, size: int) -> Iterator[tup
         return example["image/encoded"], example["image/findings"]
 
     # cycle_length None leaves it to tf.data (from the CPUs, TF 2.15's interleave), which "autotune" stands for.
-    cycle = None if workload.interleave_cycle_length == AUTOTUNE else workload.interleave_cycle_length
+    cycle = None if workload.settings.interleave_cycle_length == AUTOTUNE else workload.settings.interleave_cycle_length
     records = (tf.data.Dataset.from_tensor_slices(files).shard(size, rank)
                .interleave(tf.data.TFRecordDataset, cycle_length=cycle,
-                           num_parallel_calls=parallelism(tf, workload.num_parallel_calls)))
+                           num_parallel_calls=parallelism(tf, workload.settings.num_parallel_calls)))
     return _finish(tf, records, parse, workload, rank, size, paths)
+
+
+def dataset_problem(workload: Workload, ranks: int) -> str | None:
+    """Why the workload's dataset cannot feed this many ranks as its data mode reads it (images: the labels CSV and
+    every PNG it lists; tfrecord: a shard per rank), or None. Asked on the launching host before a job is written or
+    started: the ranks would otherwise each fail on their own, after the launch."""
+    if workload.data == "synthetic":
+        return None
+    directory = Path(workload.data_dir or ".")
+    make = f"benchrunner dataset {directory}" + (f" --tfrecord-shards {ranks}" if workload.data == "tfrecord" else "")
+    if not directory.is_dir():
+        return (f"data_dir {directory} {'is not a folder' if directory.exists() else 'does not exist'} on "
+                f"{socket.gethostname()}, the launching host, which must see the dataset at the nodes' path: make "
+                f"it with `{make}`, or leave data_dir out for the benchmark play to make it")
+    if workload.data == "tfrecord":
+        shards = len(list((directory / TFRECORD_DIR).glob("*.tfrecord")))
+        return None if shards >= ranks else (
+            f"{directory / TFRECORD_DIR}: {shards} TFRecord shard files for {ranks} ranks, which read one file at "
+            f"least each: write them with `{make}`")
+    labels = directory / dataset.LABELS_CSV
+    try:
+        entries = dataset.read_labels(directory)
+    except OSError as exc:
+        return f"{labels}: {exc.strerror}; images data reads the labels CSV and the PNGs of `{make}`"
+    except (KeyError, ValueError, csv.Error) as exc:
+        return f"{labels}: not a ChestX-ray14 labels CSV ({exc}); `{make}` writes one"
+    missing = [path for path, _ in entries if not Path(path).is_file()]
+    if missing:
+        return (f"{directory / dataset.IMAGES_DIR}: {len(missing)} of the {len(entries)} images {labels.name} lists "
+                f"are missing (first {missing[0]}); write the dataset again with `{make}`")
+    if len(entries) < ranks:
+        return f"{labels}: {len(entries)} images cannot be shared by {ranks} ranks, which read one image at least each"
+    return None
 
 
 def batches(tf: Any, workload: Workload, rank: int, size: int) -> Iterator[tuple[Any, Any]]:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchrunner import kubernetes, launchers, results
+from benchrunner import frameworks, kubernetes, launchers, results, sweep
+from benchrunner.launchers import mpijob as k8s_launcher
+from benchrunner.launchers import srun
 from benchrunner.workload import Workload
 
 KIND = results.JOB
@@ -29,7 +31,8 @@ DEFAULT_DATASET = {"dir": "/var/lib/hpcml/datasets/chestxray14-mini", "images": 
                    "tfrecord_shards": 4}
 # What an optional key that a request leaves out means.
 DEFAULTS: dict[str, Any] = {
-    "allreduce": {"min_bytes": launchers.MIN_BYTES, "max_bytes": launchers.MAX_BYTES},
+    "framework": frameworks.DEFAULT,
+    "allreduce": {"min_bytes": sweep.MIN_BYTES, "max_bytes": sweep.MAX_BYTES},
     # benchrunner found on the nodes' PATH; the benchmark play names the one in the nodes' environment.
     "nodes": {"results_dir": DEFAULT_NODE_RESULTS_DIR, "benchrunner": "benchrunner"},
     "env": {},
@@ -39,8 +42,8 @@ DEFAULTS: dict[str, Any] = {
     "slurm": {"partition": None, "mpi": "pmix"},
     "kubernetes": {"image": "benchrunner:latest", "namespace": "default",
                    "version": kubernetes.DEFAULT_KUBERNETES_VERSION, "network_attachment": None,
-                   "runtime_class": None, "results_claim": None, "shm_size": launchers.PodSettings.shm_size,
-                   "worker_cpu": launchers.PodSettings.worker_cpu, "worker_memory": launchers.PodSettings.worker_memory,
+                   "runtime_class": None, "results_claim": None, "shm_size": k8s_launcher.PodSettings.shm_size,
+                   "worker_cpu": k8s_launcher.PodSettings.worker_cpu, "worker_memory": k8s_launcher.PodSettings.worker_memory,
                    "rdma_resource": None},
 }
 
@@ -56,15 +59,15 @@ class Plan:
     document: dict[str, Any]
 
     @property
-    def pods(self) -> launchers.PodSettings:
+    def pods(self) -> k8s_launcher.PodSettings:
         k8s = self.kubernetes
-        return launchers.PodSettings(shm_size=k8s["shm_size"], worker_cpu=k8s["worker_cpu"],
+        return k8s_launcher.PodSettings(shm_size=k8s["shm_size"], worker_cpu=k8s["worker_cpu"],
                                      worker_memory=k8s["worker_memory"], rdma_resource=k8s["rdma_resource"])
 
     def mpijob(self) -> dict[str, Any]:
         """The job's MPIJob, with the document's Kubernetes settings (validated by the caller, against its release)."""
         k8s = self.kubernetes
-        return launchers.mpijob_manifest(self.job, image=k8s["image"], namespace=k8s["namespace"], pods=self.pods,
+        return k8s_launcher.mpijob_manifest(self.job, image=k8s["image"], namespace=k8s["namespace"], pods=self.pods,
                                          network_attachment=k8s["network_attachment"],
                                          results_claim=k8s["results_claim"], runtime_class=k8s["runtime_class"])
 
@@ -86,9 +89,13 @@ def resolve(request: Any, source: str = "job document", complete: bool = True) -
     results.validate(KIND, request, source)
     document = _with_defaults(request)
     workload_record = dict(document["workload"])
+    if "framework" in workload_record:
+        raise ValueError(f"{source}: workload: framework is the job's own key (framework: "
+                         f"{workload_record['framework']!r} beside workload), not a workload setting")
     try:
-        # Unknown keys and values of the wrong type (no "32" for 32, no 1 for true) are refused by name.
-        asked = Workload.from_mapping(workload_record)
+        # Unknown keys, another framework's settings and values of the wrong type (no "32" for 32, no 1 for true)
+        # are refused by name.
+        asked = Workload.from_mapping({**workload_record, "framework": document["framework"]})
     except ValueError as exc:
         raise ValueError(f"{source}: workload: {exc}") from exc
     # The play makes the dataset when real data names no folder of its own; a resolved job keeps saying so.
@@ -117,7 +124,7 @@ def resolve(request: Any, source: str = "job document", complete: bool = True) -
     try:
         job.validate(placed=complete)
         if job.launcher == "mpijob":
-            launchers.k8s_name(job.run_id, job.nodes)
+            k8s_launcher.k8s_name(job.run_id, job.nodes)
     except ValueError as exc:
         problems.append(str(exc))
     problems += _settings_problems(document, complete)
@@ -129,16 +136,20 @@ def resolve(request: Any, source: str = "job document", complete: bool = True) -
 
 def _settings_problems(document: dict[str, Any], complete: bool) -> list[str]:
     problems = []
-    bounds = launchers.allreduce_bounds_problem(document["allreduce"]["min_bytes"], document["allreduce"]["max_bytes"])
+    bounds = sweep.allreduce_bounds_problem(document["allreduce"]["min_bytes"], document["allreduce"]["max_bytes"])
     if bounds and document["program"] == "allreduce":
         problems.append(bounds)
-    problems += launchers.slurm_problems(document["slurm"]["partition"], document["slurm"]["mpi"])
+    problems += srun.slurm_problems(document["slurm"]["partition"], document["slurm"]["mpi"])
     if not (isinstance(document["timeout_s"], (int, float)) and math.isfinite(document["timeout_s"])):
         problems.append(f"timeout_s must be a finite number of seconds, got {document['timeout_s']!r}")
     if complete and document["launcher"] == "mpijob" and document["network"] == "rdma" \
             and not document["kubernetes"]["rdma_resource"]:
         problems.append("an RDMA MPIJob needs kubernetes.rdma_resource, the RDMA device plugin's resource "
                         "(e.g. rdma/rdma_shared_device_a: rdma/ and the inventory's cluster_kubernetes_rdma_resource_name)")
+    if document["launcher"] == "mpijob":
+        # Here, not only when the MPIJob is rendered at launch: preflight resolves the job before the play writes
+        # anything, and only what resolve refuses stops it there.
+        problems += kubernetes.settings_problems(document["kubernetes"])
     return problems
 
 
@@ -149,7 +160,8 @@ def _plan(document: dict[str, Any]) -> Plan:
     job = launchers.Job(
         run_id=document["run_id"], output_dir=f"{run_root}/{document['run_id']}/raw", ranks=document["ranks"],
         hosts=tuple(document["hosts"]), gpus_per_node=document["gpus_per_node"],
-        workload=Workload.from_mapping(document["workload"]), program=document["program"], stack=document["stack"],
+        workload=Workload.from_mapping({**document["workload"], "framework": document["framework"]}),
+        program=document["program"], stack=document["stack"],
         launcher=document["launcher"], network=document["network"],
         benchrunner=POD_BENCHRUNNER if pods else document["nodes"]["benchrunner"],
         env=tuple(sorted(document["env"].items())), extra_args=tuple(document["launcher_args"]),

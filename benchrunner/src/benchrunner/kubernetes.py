@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from benchrunner import launchers
+from benchrunner.launchers import mpijob as k8s_launcher
 
 MPIJOB_SCHEMA = "mpijob.kubeflow.org-v2beta1.json"
 # Custom resources and configuration kinds: (apiVersion, kind) -> schema file.
@@ -54,7 +54,7 @@ def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_
     templates, from the Kubernetes API."""
     _check(MPIJOB_SCHEMA, manifest, "MPIJob (kubeflow.org/v2beta1)")
     workers = manifest["spec"]["mpiReplicaSpecs"]["Worker"].get("replicas", 1)
-    problems = launchers.k8s_name_problems(manifest["metadata"]["name"], workers)
+    problems = k8s_launcher.k8s_name_problems(manifest["metadata"]["name"], workers)
     if problems:
         raise ValueError(f"MPIJob {manifest['metadata']['name']}: " + "; ".join(problems))
     for role, replica in manifest["spec"]["mpiReplicaSpecs"].items():
@@ -69,19 +69,78 @@ def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_
 _STANDARD_RESOURCE = re.compile(r"^(cpu|memory|ephemeral-storage|hugepages-[0-9]+[KMGTPE]?i?)$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+SUBDOMAIN_MAX = 253
+
+
+# fullmatch: '$' alone would let a trailing newline through.
+def _subdomain(value: str) -> bool:
+    return len(value) <= SUBDOMAIN_MAX and bool(_SUBDOMAIN.fullmatch(value))
 
 
 def resource_name_problem(name: str) -> str | None:
     prefix, _, part = name.rpartition("/")
     if not prefix:
-        return None if _STANDARD_RESOURCE.match(name) else (
+        return None if _STANDARD_RESOURCE.fullmatch(name) else (
             "is neither a standard resource (cpu, memory, ephemeral-storage, hugepages-<size>) nor a "
             "domain-prefixed extended resource such as nvidia.com/gpu or rdma/<name>")
-    if len(prefix) > 253 or not _SUBDOMAIN.match(prefix) or len(part) > 63 or not _NAME_PART.match(part):
+    if not _subdomain(prefix) or len(part) > 63 or not _NAME_PART.fullmatch(part):
         return "is not a qualified name (a DNS-1123 subdomain, '/', and a name of up to 63 [A-Za-z0-9_.-])"
     if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
         return "is in the kubernetes.io domain, which only standard resources may use"
     return None
+
+
+# resource.Quantity's grammar (k8s.io/apimachinery/pkg/api/resource): a number, then a binary (Ki..Ei) or decimal
+# (m, k..E) suffix or a decimal exponent. Requests and an emptyDir's sizeLimit must not be negative, so no '-'.
+_QUANTITY = re.compile(r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[eE][+-]?[0-9]+|[mkMGTPE])?$")
+_SUBDOMAIN_RULE = (f"a DNS-1123 subdomain: at most {SUBDOMAIN_MAX} characters of [a-z0-9-.], each dot-separated part "
+                   "starting and ending with a letter or digit")
+
+
+def _label(value: str) -> bool:
+    return len(value) <= k8s_launcher.LABEL_MAX and bool(k8s_launcher.DNS1123_LABEL.fullmatch(value))
+
+
+def network_attachment_problem(value: str) -> str | None:
+    """Why Multus would not attach the pod to these networks (its k8s.v1.cni.cncf.io/networks annotation: entries
+    [namespace/]name[@interface], comma-separated, each part a DNS-1123 label), or None."""
+    for entry in value.split(","):
+        namespace, slash, rest = entry.strip().rpartition("/")
+        name, at, interface = rest.partition("@")
+        parts = [name, *([namespace] if slash else []), *([interface] if at else [])]
+        if not all(_label(part) for part in parts):
+            return (f"kubernetes.network_attachment {value!r}: entry {entry.strip()!r} is not [namespace/]name"
+                    f"[@interface] with each part a DNS-1123 label (at most {k8s_launcher.LABEL_MAX} characters of "
+                    "[a-z0-9-], starting and ending with a letter or digit); separate networks with commas")
+    return None
+
+
+def settings_problems(settings: dict[str, Any]) -> list[str]:
+    """Every value of a job's `kubernetes` settings that its MPIJob carries and the API server (or Multus, for the
+    network annotation) would refuse, each naming its key and the rule: the objects' schemas only say "string"."""
+    problems = []
+    image = settings["image"]
+    if not image or not image.isprintable() or any(c.isspace() for c in image):
+        problems.append(f"kubernetes.image {image!r} must be an image reference: not empty, no whitespace "
+                        "(registry/name:tag)")
+    if not _label(settings["namespace"]):
+        problems.append(f"kubernetes.namespace {settings['namespace']!r} is not a DNS-1123 label (at most "
+                        f"{k8s_launcher.LABEL_MAX} characters of [a-z0-9-], starting and ending with a letter or digit)")
+    for key, what in (("runtime_class", "a RuntimeClass name"), ("results_claim", "a PersistentVolumeClaim name")):
+        if settings[key] and not _subdomain(settings[key]):
+            problems.append(f"kubernetes.{key} {settings[key]!r} is not {what}, {_SUBDOMAIN_RULE}")
+    for key in ("shm_size", "worker_cpu", "worker_memory"):
+        if not _QUANTITY.fullmatch(settings[key]):
+            problems.append(f"kubernetes.{key} {settings[key]!r} is not a Kubernetes quantity of 0 or more (a number "
+                            "with an optional suffix: 500m, 2, 1.5, 512Mi, 8Gi, 1G)")
+    rdma = settings["rdma_resource"]
+    rdma_problem = rdma and (resource_name_problem(rdma) if "/" in rdma else "has no domain")
+    if rdma_problem:
+        problems.append(f"kubernetes.rdma_resource {rdma!r} {rdma_problem}: it must be an extended resource name, "
+                        "domain/name (such as rdma/rdma_shared_device_a)")
+    attachment = settings["network_attachment"]
+    return problems + [p for p in (attachment and network_attachment_problem(attachment),
+                                   release_problem(settings["version"])) if p]
 
 
 def check_resources(pod_spec: dict[str, Any], what: str) -> None:
@@ -105,19 +164,41 @@ def check_resources(pod_spec: dict[str, Any], what: str) -> None:
                 raise ValueError(f"{where}: extended resource {name!r} must be a whole number, not {limits[name]!r}")
 
 
+@cache
+def _known_releases() -> tuple[str, ...]:
+    import kubernetes_validate.utils  # noqa: PLC0415 - only the control host validates
+
+    return tuple(kubernetes_validate.utils.all_versions())
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    match = re.fullmatch(r"v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?", version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def release_problem(version: str) -> str | None:
+    """Why objects cannot be validated offline against this Kubernetes release, or None. Compared as numbers:
+    kubernetes-validate compares releases as strings and fails with an IndexError on one older than it knows."""
+    known = _known_releases()
+    asked = _minor(version)
+    if asked is None or not _minor(known[0]) <= asked <= _minor(known[-1]):
+        return (f"Kubernetes {version}: the offline validator knows {known[0]} to {known[-1]}; set a release it "
+                "knows in kubernetes.version (the inventory's cluster_kubernetes_version; the project validates "
+                "against the API of the release it installs)")
+    return None
+
+
 def _builtin(document: dict[str, Any], kubernetes_version: str, what: str) -> None:
     import kubernetes_validate  # noqa: PLC0415 - only the control host validates
 
+    problem = release_problem(kubernetes_version)
+    if problem:
+        raise ValueError(problem)
     try:
         kubernetes_validate.validate(document, kubernetes_version, strict=True)
     except kubernetes_validate.ValidationError as exc:
         where = "/".join(str(p) for p in exc.path) or "(top level)"
         raise ValueError(f"{what} is not valid Kubernetes {kubernetes_version} at {where}: {exc.message}") from exc
-    except kubernetes_validate.utils.VersionNotSupportedError as exc:
-        known = kubernetes_validate.utils.all_versions()
-        raise ValueError(f"Kubernetes {kubernetes_version}: the offline validator knows {known[0]} to {known[-1]}; "
-                         "set a release it knows (the project validates against the API of the release it "
-                         "installs)") from exc
     except kubernetes_validate.SchemaNotFoundError as exc:
         raise ValueError(f"{what}: Kubernetes {kubernetes_version} has no {document.get('apiVersion')} "
                          f"{document.get('kind')}, and no schema of this project covers it") from exc

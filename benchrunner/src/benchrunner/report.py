@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchrunner import results, stats
+from benchrunner import frameworks, results, stats
 from benchrunner import workload as workload_module
 
 REPORT_MD = "report.md"
@@ -26,14 +26,15 @@ PLOTS_DIR = "plots"
 # The first present of these is what the other stacks are measured against.
 REFERENCE_ORDER = ("baremetal", "slurm", "k8s")
 # Always in a row's name; any other axis is named only where runs differ in it.
-LABEL_AXES = ("model", "data", "batch_size", "image_size", "precision", "xla")
+LABEL_AXES = ("framework", "model", "data", "batch_size", "image_size", "precision", "xla")
 # The launcher comes with the stack (srun with Slurm, an MPIJob with Kubernetes): a stack ratio may differ in it.
 STACK_BOUND_AXES = ("launcher",)
 # Versions that name the measuring tool's build, not the system measured: shown, never a reason to split runs.
 TOOL_VERSIONS = ("benchrunner", "git_commit")
 # Versions that say something only where GPUs were used: not shown for CPU-only runs (TensorFlow's wheel says it
 # was built with CUDA whether or not the node has a GPU).
-GPU_VERSIONS = ("tensorflow_built_cuda", "tensorflow_built_cudnn", "nccl", "nvidia_driver")
+GPU_VERSIONS = ("tensorflow_built_cuda", "tensorflow_built_cudnn", "torch_built_cuda", "torch_built_cudnn", "nccl",
+                "nvidia_driver")
 
 
 @dataclass(frozen=True)
@@ -83,22 +84,37 @@ def point(summary: dict[str, Any]) -> tuple[Any, ...]:
 
 def workload_label(workload: dict[str, Any]) -> str:
     label = f"{workload['model']} {workload['data']} b{workload['batch_size']} {workload['image_size']}px"
+    # The founding framework goes unnamed, so labels of runs from before there were two stay what they were.
+    if workload.get("framework", frameworks.DEFAULT) != frameworks.DEFAULT:
+        label = f"{workload['framework']} {label}"
     if workload["precision"] != "fp32":
         label += f" {workload['precision']}"
     label += " xla" if workload.get("xla") else ""
     return label + (f" preset={workload['preset']}" if workload.get("preset") else "")
 
 
-def load_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Training summaries and allreduce sweeps of the given runs, validated on load."""
-    summaries, sweeps = [], []
+def read_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Training summaries and allreduce sweeps of the given runs, validated on load, and why each run that could
+    not be read was not (its file and the problem)."""
+    summaries, sweeps, unreadable = [], [], []
     for run_id in run_ids:
         run_dir = results_dir / run_id
         sweep = run_dir / "raw" / results.SWEEP_JSON
-        if sweep.exists():
-            sweeps.append(results.load(results.ALLREDUCE_RESULT, sweep))
-        else:
-            summaries.append(results.load(results.SUMMARY, run_dir / "summary.json"))
+        try:
+            if sweep.exists():
+                sweeps.append(results.load(results.ALLREDUCE_RESULT, sweep))
+            else:
+                summaries.append(results.load(results.SUMMARY, run_dir / "summary.json"))
+        except results.ResultError as exc:
+            unreadable.append(str(exc))
+    return summaries, sweeps, unreadable
+
+
+def load_runs(results_dir: Path, run_ids: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """As read_runs, for callers that need every run: one that cannot be read is an error naming its file."""
+    summaries, sweeps, unreadable = read_runs(results_dir, run_ids)
+    if unreadable:
+        raise results.ResultError("; ".join(unreadable))
     return summaries, sweeps
 
 
@@ -435,8 +451,9 @@ def raw_bandwidth_line(sweep: dict[str, Any], raw: dict[str, Any] | None) -> str
 def sweep_point(sweep: dict[str, Any]) -> tuple[Any, ...]:
     """What makes two sweeps measurements of the same point: ranks, and how they were run and with what."""
     prov = sweep["provenance"]
-    return (sweep["ranks"], prov["stack"], prov["launcher"], prov["network"], prov["tensorflow"]["version"],
-            prov["horovod"]["version"], prov.get("mpi"), prov["horovod"].get("nccl"))
+    framework = frameworks.get(sweep.get("framework", frameworks.DEFAULT))
+    return (sweep["ranks"], prov["stack"], prov["launcher"], prov["network"], prov.get("mpi"),
+            *sorted(framework.versions(prov).items()))
 
 
 def _largest_busbw(sweep: dict[str, Any]) -> float:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchrunner import provenance, report, results, stats
+from benchrunner import frameworks, provenance, report, results, stats
 from benchrunner import workload as workload_module
 
 RAW_DIR = "raw"
@@ -32,14 +32,21 @@ def _device_check(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         device = r.get("device")
         if device is None:
             problems.append(f"rank {r['rank']} recorded no device")
-        elif device["asked_gpu"] and ":GPU:" not in device["trained_on"].upper():
-            tf = r["provenance"]["tensorflow"]
+        elif device["asked_gpu"] and not _on_gpu(device["trained_on"]):
+            framework = frameworks.get(r.get("framework", frameworks.DEFAULT))
+            built = {key.rsplit("_", 1)[-1]: value for key, value in framework.versions(r["provenance"]).items()
+                     if "_built_" in key}
             problems.append(f"rank {r['rank']} on {r['host']} trained on {device['trained_on']} though the job asked for "
-                            f"a GPU: TensorFlow saw {device['gpus_visible']} GPU(s) (built with CUDA {tf.get('cuda')}, "
-                            f"cuDNN {tf.get('cudnn')})")
+                            f"a GPU: {framework.NAME} saw {device['gpus_visible']} GPU(s) (built with CUDA "
+                            f"{built.get('cuda')}, cuDNN {built.get('cudnn')})")
     asked = any(r.get("device", {}).get("asked_gpu") for r in ranks)
     return {"name": "trained where asked", "passed": not problems,
             "detail": "; ".join(problems) or ("every rank on its GPU" if asked else "CPU run: no GPU asked for")}
+
+
+def _on_gpu(trained_on: str) -> bool:
+    """TensorFlow names a GPU /job:.../device:GPU:0, PyTorch cuda:0."""
+    return ":GPU:" in trained_on.upper() or trained_on.startswith("cuda")
 
 
 def _machine(rank: dict[str, Any]) -> str | None:
@@ -148,17 +155,13 @@ def input_figures(workload: dict[str, Any], ranks: list[dict[str, Any]]) -> dict
 
 def _versions(rank0: dict[str, Any]) -> dict[str, str | None]:
     prov = rank0["provenance"]
+    framework = frameworks.get(rank0.get("framework", frameworks.DEFAULT))
     return {
         "benchrunner": prov["benchrunner"]["version"],
         "git_commit": prov["benchrunner"].get("git_commit"),
         "python": prov["python"],
-        "tensorflow": prov["tensorflow"]["version"],
-        "horovod": prov["horovod"]["version"],
-        "horovod_controller": prov["horovod"]["controller"],
+        **framework.versions(prov),
         "mpi": prov.get("mpi"),
-        "tensorflow_built_cuda": prov["tensorflow"].get("cuda"),
-        "tensorflow_built_cudnn": prov["tensorflow"].get("cudnn"),
-        "nccl": prov["horovod"].get("nccl"),
         "nvidia_driver": prov.get("nvidia_driver"),
         "os": prov["os"],
         "kernel": prov["kernel"],
@@ -273,13 +276,6 @@ def training_line(workload: dict[str, Any]) -> str:
     return f"training: {optimizer}, learning rate {w['learning_rate']:g}{scaling}, {w['lr_schedule']}{warmup}{preset}"
 
 
-def pipeline_settings(workload: dict[str, Any]) -> str:
-    w = workload_module.complete_record(workload)
-    return (f"cache {w['cache'] or 'none'}, prefetch to device {'yes' if w['prefetch_to_device'] else 'no'}, "
-            f"parallel calls {w['num_parallel_calls']}"
-            + (f", interleave cycle {w['interleave_cycle_length']}" if w["data"] == "tfrecord" else ""))
-
-
 def throughput_line(summary: dict[str, Any]) -> str:
     """The run's figure and its spread, saying what the spread is over."""
     total = summary["throughput"]["total"]
@@ -343,14 +339,16 @@ def previous_lines(run_dir: Path, summary: dict[str, Any]) -> list[str]:
 
 
 def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
-    w = summary["workload"]
+    w = workload_module.complete_record(summary["workload"])
+    framework = frameworks.get(w["framework"])
     elapsed = summary["elapsed_s"]
     date = report.day(summary["started_at"]) if "started_at" in summary else (
         f"not recorded (summarized {report.day(summary['created_at'])})")
     return [
         f"run date: {date}",
         f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {w['image_size']}px, {w['precision']}"
-        f"{', XLA' if w['xla'] else ''}",
+        + "".join(f", {part}" for part in framework.model_settings(w))
+        + ("" if w["framework"] == frameworks.DEFAULT else f" ({w['framework']})"),
         f"stack {summary['stack']}, launcher {summary['launcher']}, network {summary['network']}, "
         f"{summary['ranks']} ranks on {len(summary.get('nodes') or summary['hosts'])} nodes",
         hardware_line(summary),
@@ -358,7 +356,7 @@ def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
         training_line(w),
         # Summaries written before the input wait was measured have no "input".
         "input: " + summary.get("input", {}).get("verdict", "not recorded (summary made before input wait)")
-        + (f"; pipeline: {pipeline_settings(w)}" if w["data"] != "synthetic" else ""),
+        + (f"; pipeline: {framework.input_settings(w)}" if w["data"] != "synthetic" else ""),
         "sanity: " + ("passed" if summary["sanity"]["passed"] else "FAILED: " + "; ".join(
             c["detail"] for c in summary["sanity"]["checks"] if not c["passed"])),
         window_line(summary),
@@ -411,13 +409,30 @@ def render_markdown(summary: dict[str, Any], run_dir: Path | None = None) -> str
                            links)
 
 
+def check_run_folder(run_dir: Path) -> None:
+    """Refuse, before anything is written, a run folder whose summary would end in a failed or wrong latest link:
+    one named like the results folder's own entries, or one beside a latest that is not a link."""
+    if run_dir.name in results.RESERVED_RUN_IDS:
+        raise results.ResultError(f"{run_dir}: {run_dir.name!r} is reserved for the results folder's own "
+                                  f"{run_dir.name}, not a run's folder; rename the folder to its run id and "
+                                  "summarize that")
+    link = run_dir.parent / LATEST
+    if link.exists() and not link.is_symlink():
+        raise results.ResultError(f"{link}: not the link to the latest run but a {'folder' if link.is_dir() else 'file'}"
+                                  "; move it away (a run folder: rename it to its run id), then summarize again")
+
+
 def point_latest(run_dir: Path) -> Path:
     """Point <results>/latest at run_dir, replacing the old link in one rename."""
     link = run_dir.parent / LATEST
     tmp = run_dir.parent / f".{LATEST}.{os.getpid()}"
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_dir.name)
-    os.replace(tmp, link)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return link
 
 
@@ -428,6 +443,7 @@ def sweep_path(run_dir: Path) -> Path | None:
 
 
 def write_sweep(run_dir: Path) -> dict[str, Any]:
+    check_run_folder(run_dir)
     sweep = results.load(results.ALLREDUCE_RESULT, run_dir / RAW_DIR / results.SWEEP_JSON)
     report.write_sweep(run_dir, sweep)
     point_latest(run_dir)
@@ -446,6 +462,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
 
 
 def write(run_dir: Path) -> dict[str, Any]:
+    check_run_folder(run_dir)
     summary = summarize(run_dir)
     results.save(results.SUMMARY, summary, run_dir / SUMMARY_JSON)
     write_report(run_dir, summary)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchrunner import data, models, provenance, results, stats
-from benchrunner.launchers import GPU_ENV
+from benchrunner.rank_env import GPU_ENV
 from benchrunner.workload import Workload
 
 PROCESS_STARTED_AT = time.time()
@@ -38,7 +38,7 @@ class RunContext:
 def init_horovod(workload: Workload) -> tuple[Any, Any]:
     """Import and start TensorFlow and Horovod with the workload's knobs in place."""
     # Horovod reads its knobs from the environment at init; an explicit workload setting wins.
-    os.environ.update(workload.horovod_environment())
+    os.environ.update(workload.settings.horovod_environment())
     import horovod.tensorflow as hvd  # noqa: PLC0415 - heavy, only where training happens
     import tensorflow as tf  # noqa: PLC0415 - likewise
 
@@ -159,7 +159,7 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
     tf, hvd = init_horovod(workload)
     if workload.precision != "fp32":
         tf.keras.mixed_precision.set_global_policy(workload.precision)
-    if workload.xla:
+    if workload.settings.xla:
         # Auto-clustering compiles the model's ops and leaves Horovod's collectives outside XLA.
         tf.config.optimizer.set_jit("autoclustering")
 
@@ -170,7 +170,7 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
         loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     optimizer = _optimizer(tf, workload, hvd.size())
     scaled = workload.precision == "mixed_float16"
-    compression = hvd.Compression.fp16 if workload.fp16_allreduce else hvd.Compression.none
+    compression = hvd.Compression.fp16 if workload.settings.fp16_allreduce else hvd.Compression.none
     batches = data.batches(tf, workload, hvd.rank(), hvd.size())
 
     @tf.function

@@ -1,4 +1,8 @@
-"""What is trained and how: the settings that reach every rank unchanged, whatever launched it."""
+"""What is trained and how: the settings that reach every rank unchanged, whatever launched it.
+
+A workload is the settings every framework shares (model, data, batch, precision, steps, optimizer) plus its
+framework's own (`settings`, a dataclass the framework module declares): a setting of another framework is refused
+by name."""
 
 from __future__ import annotations
 
@@ -6,25 +10,19 @@ import argparse
 import math
 import types
 import typing
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cache
 from typing import Any
 
-from benchrunner import models
+from benchrunner import frameworks, models
 
 DATA_MODES = ("synthetic", "images", "tfrecord")
 PRECISIONS = ("fp32", "mixed_float16", "mixed_bfloat16")
-MIB = 1024 * 1024
 # Keras 2.15's tf.keras.optimizers: SGD (momentum=0 is plain gradient descent) and Adam.
 OPTIMIZERS = ("sgd", "adam")
 # linear: the rate times the number of ranks (Goyal et al. 2017, as Horovod's examples scale it); none: as given.
 LR_SCALINGS = ("linear", "none")
 LR_SCHEDULES = ("constant", "cosine")
-# tf.data.AUTOTUNE, spelled as a word in settings; the pipeline passes tf.data.AUTOTUNE.
-AUTOTUNE = "autotune"
-CACHE_IN_MEMORY = "memory"
-# Settings that shape the tf.data pipeline of real data; synthetic data has no pipeline to shape.
-PIPELINE_KEYS = ("cache", "prefetch_to_device", "num_parallel_calls", "interleave_cycle_length")
 # Named sets of settings, recorded by name. horovod_synthetic is how Horovod 0.28.1's
 # examples/tensorflow2/tensorflow2_synthetic_benchmark.py trains: `tf.optimizers.SGD(0.01)`, i.e. Keras SGD
 # with its default momentum 0.0 and a constant rate of 0.01 that is not scaled by the number of ranks.
@@ -46,7 +44,6 @@ class Workload:
     image_size: int = 32
     num_classes: int = 10
     precision: str = "fp32"
-    xla: bool = False
     # The peers' windows (Horovod's synthetic benchmark, tf_cnn_benchmarks): ~100 measured batches after >= 10 warmup.
     warmup_steps: int = 10
     measured_steps: int = 100
@@ -63,23 +60,23 @@ class Workload:
     # the run's last step.
     lr_schedule: str = "constant"
     lr_warmup_steps: int = 0
-    # Real data's tf.data pipeline. cache: None, "memory", or an absolute folder for per-rank cache files
-    # (Dataset.cache(filename)); the decoded, resized images are cached, before the random flip and shuffle.
-    cache: str | None = None
-    # tf.data.experimental.prefetch_to_device onto the rank's GPU, as the pipeline's last step.
-    prefetch_to_device: bool = False
-    # Parallelism of decoding and batching ("autotune" or a number of calls), and for tfrecord data the number
-    # of shard files read at once (Dataset.interleave's cycle_length).
-    num_parallel_calls: int | str = AUTOTUNE
-    interleave_cycle_length: int | str = AUTOTUNE
-    # Horovod knobs. None leaves Horovod's own default (or the launcher's environment) in place.
-    fusion_threshold_mb: int | None = None
-    cycle_time_ms: float | None = None
-    fp16_allreduce: bool = False
-    hierarchical_allreduce: bool = False
+    # The framework (a module of benchrunner.frameworks) and its own settings; None: its defaults.
+    framework: str = frameworks.DEFAULT
+    settings: Any = None
+
+    def __post_init__(self) -> None:
+        if self.settings is None and self.framework in frameworks.names():
+            object.__setattr__(self, "settings", frameworks.get(self.framework).Settings())
+
+    def common(self) -> dict[str, Any]:
+        """The settings every framework shares, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("framework", "settings")}
 
     def validate(self) -> None:
-        type_problems = _type_problems(asdict(self))
+        if self.framework not in frameworks.names():
+            raise ValueError(f"framework {self.framework!r} is not one of {', '.join(frameworks.names())}")
+        type_problems = _type_problems(self.common(), _hints(Workload)) + _type_problems(
+            asdict(self.settings), _hints(type(self.settings)))
         if type_problems:
             # Ranges mean nothing for a value of the wrong type (and would raise comparing "32" with 1).
             raise ValueError("; ".join(type_problems))
@@ -108,11 +105,7 @@ class Workload:
         # Written so that NaN fails too: every comparison with NaN is false.
         if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
             problems.append(f"learning rate must be a finite number > 0 (got {self.learning_rate})")
-        if self.fusion_threshold_mb is not None and not self.fusion_threshold_mb >= 0:
-            problems.append(f"fusion threshold must be >= 0 MiB (got {self.fusion_threshold_mb})")
-        if self.cycle_time_ms is not None and not (math.isfinite(self.cycle_time_ms) and self.cycle_time_ms > 0):
-            problems.append(f"cycle time must be a finite number > 0 ms (got {self.cycle_time_ms})")
-        problems += self._training_problems() + self._pipeline_problems()
+        problems += self._training_problems() + self.settings.problems(self)
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -147,29 +140,6 @@ class Workload:
                                     "or those settings")
         return problems
 
-    def _pipeline_problems(self) -> list[str]:
-        problems = []
-        for key in ("num_parallel_calls", "interleave_cycle_length"):
-            value = getattr(self, key)
-            if value != AUTOTUNE and not (isinstance(value, int) and value >= 1):
-                problems.append(f"{key.replace('_', ' ')} must be {AUTOTUNE!r} or an integer >= 1 (got {value!r})")
-        if self.cache not in (None, CACHE_IN_MEMORY) and not self.cache.startswith("/"):
-            problems.append(f"cache must be {CACHE_IN_MEMORY!r} or an absolute folder (got {self.cache!r}); leave it "
-                            "unset for none")
-        default = Workload()
-        tuned = [key for key in PIPELINE_KEYS if getattr(self, key) != getattr(default, key)]
-        if self.data == "synthetic" and tuned:
-            problems.append(f"{', '.join(tuned)} tune the input pipeline of real data; synthetic data has none")
-        elif self.data == "images" and "interleave_cycle_length" in tuned:
-            problems.append("interleave cycle length is the number of TFRecord files read at once: tfrecord data "
-                            "only")
-        cycle, calls = self.interleave_cycle_length, self.num_parallel_calls
-        if self.data == "tfrecord" and isinstance(cycle, int) and isinstance(calls, int) and calls > cycle:
-            # TF 2.15's interleave refuses it (InvalidArgumentError): with a fixed cycle, at most one call per file.
-            problems.append(f"num parallel calls {calls} exceeds the interleave cycle length {cycle}: tf.data allows "
-                            "no more parallel calls than files in the cycle")
-        return problems
-
     @property
     def multi_label(self) -> bool:
         """Real data is ChestX-ray14-style (14 independent findings), as is CheXNet on any data."""
@@ -179,32 +149,20 @@ class Workload:
     def classes(self) -> int:
         return models.CHEXNET_FINDINGS if self.multi_label else self.num_classes
 
-    def horovod_environment(self) -> dict[str, str]:
-        """Horovod reads these at init; set by each rank itself so every launcher delivers them alike."""
-        env = {}
-        if self.fusion_threshold_mb is not None:
-            env["HOROVOD_FUSION_THRESHOLD"] = str(self.fusion_threshold_mb * MIB)
-        if self.cycle_time_ms is not None:
-            env["HOROVOD_CYCLE_TIME"] = f"{self.cycle_time_ms:g}"
-        if self.hierarchical_allreduce:
-            env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
-        return env
-
     def record(self) -> dict[str, Any]:
-        """The workload as results store it."""
-        document = asdict(self)
-        document["num_classes"] = self.classes
-        return document
+        """The workload as results store it: one flat mapping, the framework's settings beside the shared ones."""
+        return {**self.common(), "num_classes": self.classes, "framework": self.framework, **asdict(self.settings)}
 
     def to_argv(self) -> list[str]:
         """Command-line options that make `from_args` build this same workload."""
-        argv: list[str] = []
-        default = Workload()
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if value == getattr(default, field.name):
+        default = Workload(framework=self.framework)
+        argv = [] if self.framework == frameworks.DEFAULT else ["--framework", self.framework]
+        pairs = [(name, value, getattr(default, name)) for name, value in self.common().items()]
+        pairs += [(name, value, getattr(default.settings, name)) for name, value in asdict(self.settings).items()]
+        for name, value, unset in pairs:
+            if value == unset:
                 continue
-            flag = "--" + field.name.replace("_", "-")
+            flag = "--" + name.replace("_", "-")
             if isinstance(value, bool):
                 argv.append(flag if value else "--no-" + flag[2:])
             else:
@@ -215,50 +173,80 @@ class Workload:
     def from_args(cls, args: argparse.Namespace) -> Workload:
         # add_arguments leaves options that were not given out of the namespace, so a preset can tell them
         # from ones given with the default's value.
-        return cls.from_mapping({field.name: getattr(args, field.name) for field in fields(cls)
-                                 if hasattr(args, field.name)})
+        names = [*option_names(), "framework"]
+        return cls.from_mapping({name: getattr(args, name) for name in names if hasattr(args, name)})
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Workload:
-        """A workload from settings as a job or campaign document gives them: unknown keys and values of the
-        wrong type are refused, a preset's settings fill in what is not given (validate refuses conflicts)."""
-        known = {field.name for field in fields(cls)}
-        unknown = sorted(set(values) - known)
+        """A workload from settings as a job or campaign document gives them: unknown keys, another framework's
+        settings and values of the wrong type are refused by name, a preset's settings fill in what is not given
+        (validate refuses conflicts)."""
+        framework = values.get("framework", frameworks.DEFAULT)
+        if framework not in frameworks.names():
+            raise ValueError(f"framework {framework!r} is not one of {', '.join(frameworks.names())}")
+        own = set(frameworks.setting_names(framework))
+        known = {*_common_names(), "framework", *own}
+        foreign = sorted(key for key in set(values) - known if frameworks.owner_of(key))
+        unknown = sorted(key for key in set(values) - known if not frameworks.owner_of(key))
+        problems = [f"workload setting {key} belongs to {frameworks.owner_of(key)}, not to this job's framework "
+                    f"{framework}" for key in foreign]
         if unknown:
-            raise ValueError(f"unknown workload settings: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        problems = _type_problems(values)
+            problems.append(f"unknown workload settings: {', '.join(unknown)} (known: "
+                            f"{', '.join(sorted(known - {'framework'}))})")
+        settings_type = frameworks.get(framework).Settings
+        common = {k: v for k, v in values.items() if k in _common_names()}
+        mine = {k: v for k, v in values.items() if k in own}
+        problems += _type_problems(common, _hints(Workload)) + _type_problems(mine, _hints(settings_type))
         if problems:
             raise ValueError("; ".join(problems))
-        hints = _hints()
-        # A whole number where a float is expected (learning_rate: 1) is that float, so records hold one type.
-        exact = {key: float(value) if hints[key] is float and isinstance(value, int) else value
-                 for key, value in values.items()}
-        return cls(**{**PRESETS.get(exact.get("preset") or "", {}), **exact})
+        common = {**PRESETS.get(common.get("preset") or "", {}), **_as_floats(common, _hints(Workload))}
+        return cls(**common, framework=framework, settings=settings_type(**_as_floats(mine, _hints(settings_type))))
 
 
-# What benchrunner did before these settings existed and were recorded (results of schema v2 made before
-# them lack the keys): SGD with momentum 0.9, a constant rate scaled linearly by the ranks, and a pipeline
-# with no cache, no prefetch to the device, and tf.data choosing its parallelism.
+# What benchrunner did before these settings existed and were recorded (results of schema v2 made before them lack
+# the keys): TensorFlow and Horovod, SGD with momentum 0.9, a constant rate scaled linearly by the ranks, and
+# TensorFlow's settings as they were then.
 BEFORE_RECORDED: dict[str, Any] = {
-    "preset": None, "optimizer": "sgd", "momentum": 0.9, "lr_scaling": "linear", "lr_schedule": "constant",
-    "lr_warmup_steps": 0, "cache": None, "prefetch_to_device": False, "num_parallel_calls": AUTOTUNE,
-    "interleave_cycle_length": AUTOTUNE,
+    "framework": frameworks.DEFAULT, "preset": None, "optimizer": "sgd", "momentum": 0.9, "lr_scaling": "linear",
+    "lr_schedule": "constant", "lr_warmup_steps": 0,
 }
 
 
 def complete_record(record: dict[str, Any]) -> dict[str, Any]:
     """A recorded workload with the settings it predates filled in as they were then, so runs from before and
     after compare on every axis."""
-    return {**BEFORE_RECORDED, **record}
+    completed = {**BEFORE_RECORDED, **record}
+    before = getattr(frameworks.get(completed["framework"]), "BEFORE_RECORDED", {})
+    return {**before, **completed}
+
+
+def option_names() -> tuple[str, ...]:
+    """Every workload setting but the framework: the shared ones and each framework's own."""
+    return (*_common_names(), *(name for f in frameworks.names() for name in frameworks.setting_names(f)))
 
 
 @cache
-def _hints() -> dict[str, Any]:
-    return typing.get_type_hints(Workload)
+def _common_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Workload) if f.name not in ("framework", "settings"))
+
+
+@cache
+def _hints(kind: type) -> dict[str, Any]:
+    return typing.get_type_hints(kind)
+
+
+def _as_floats(values: dict[str, Any], hints: dict[str, Any]) -> dict[str, Any]:
+    """A whole number where a float is expected (learning_rate: 1) is that float, so records hold one type."""
+    return {key: float(value) if hints[key] is float and isinstance(value, int) and not isinstance(value, bool)
+            else value for key, value in values.items()}
 
 
 _TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
 _GOT_NAMES = {**_TYPE_NAMES, bool: "a boolean"}
+
+
+def _allowed(hint: Any) -> tuple[type, ...]:
+    return typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
 
 
 def _accepts(allowed: tuple[type, ...], value: Any) -> bool:
@@ -269,12 +257,11 @@ def _accepts(allowed: tuple[type, ...], value: Any) -> bool:
     return any(isinstance(value, kind) for kind in allowed if kind not in (bool, int))
 
 
-def _type_problems(values: dict[str, Any]) -> list[str]:
+def _type_problems(values: dict[str, Any], hints: dict[str, Any]) -> list[str]:
     """Each setting whose value is not of its field's type, named with the type it takes."""
     problems = []
     for key, value in values.items():
-        hint = _hints()[key]
-        allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        allowed = _allowed(hints[key])
         if not _accepts(allowed, value):
             expected = " or ".join(_TYPE_NAMES[kind] for kind in allowed)
             problems.append(f"{key} must be {expected} (got {value!r}, "
@@ -282,14 +269,28 @@ def _type_problems(values: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _calls(text: str) -> int | str:
-    """'autotune' or a whole number, for the tf.data parallelism options."""
-    if text == AUTOTUNE:
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither {AUTOTUNE!r} nor an integer") from None
+def _number_or_word(word: str) -> Any:
+    """For a setting that takes a word or a whole number ('autotune' or 4)."""
+    def parse(text: str) -> int | str:
+        if text == word:
+            return text
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is neither {word!r} nor an integer") from None
+    return parse
+
+
+def _option_kwargs(hint: Any, default: Any) -> dict[str, Any]:
+    """How argparse reads a framework setting, from its type."""
+    allowed = set(_allowed(hint)) - {type(None)}
+    if allowed == {bool}:
+        return {"action": argparse.BooleanOptionalAction}
+    if allowed == {int, str}:
+        return {"type": _number_or_word(default)}
+    if len(allowed) == 1 and next(iter(allowed)) in (int, float):
+        return {"type": next(iter(allowed))}
+    return {}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -298,12 +299,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = Workload()
     group = parser.add_argument_group("workload (identical on every rank and every launcher)")
 
-    def option(name: str, text: str = "", **kwargs: Any) -> None:
-        default = getattr(d, name)
+    def option(name: str, text: str = "", default: Any = MISSING, **kwargs: Any) -> None:
+        default = getattr(d, name) if default is MISSING else default
         shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else default
         group.add_argument("--" + name.replace("_", "-"), default=argparse.SUPPRESS,
                            help=f"{text}{'; ' if text else ''}default: {shown}", **kwargs)
 
+    option("framework", "what trains: its own settings below are refused for the other", choices=frameworks.names())
     option("model", f"one of {', '.join(sorted(models.MODELS))}")
     option("data", "synthetic tensors, or a dataset made by 'benchrunner dataset' (images or tfrecord)",
            choices=DATA_MODES)
@@ -312,7 +314,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     option("image_size", "input height and width in pixels", type=int)
     option("num_classes", "classes for single-label synthetic data (multi-label data has 14 findings)", type=int)
     option("precision", choices=PRECISIONS)
-    option("xla", "XLA auto-clustering of the model's computation", action=argparse.BooleanOptionalAction)
     option("warmup_steps", "steps run but not measured", type=int)
     option("measured_steps", type=int)
     option("preset", f"named training settings, recorded by name: {', '.join(sorted(PRESETS))} (Horovod's "
@@ -323,13 +324,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     option("lr_scaling", "linear: times the number of ranks; none: as given", choices=LR_SCALINGS)
     option("lr_schedule", "constant, or cosine decay to 0 at the last step", choices=LR_SCHEDULES)
     option("lr_warmup_steps", "steps ramping the rate linearly from the one-rank rate to the scaled one", type=int)
-    option("cache", f"real data: cache decoded images in {CACHE_IN_MEMORY!r} or in files under this absolute folder")
-    option("prefetch_to_device", "real data: prefetch batches onto the rank's GPU",
-           action=argparse.BooleanOptionalAction)
-    option("num_parallel_calls", f"real data: parallel decode and batch calls, {AUTOTUNE!r} or a number", type=_calls)
-    option("interleave_cycle_length", f"tfrecord data: shard files read at once, {AUTOTUNE!r} or a number",
-           type=_calls)
-    option("fusion_threshold_mb", "Horovod tensor fusion buffer in MiB (0 disables fusion)", type=int)
-    option("cycle_time_ms", "Horovod cycle time in ms", type=float)
-    option("fp16_allreduce", "compress gradients to float16 for the allreduce", action=argparse.BooleanOptionalAction)
-    option("hierarchical_allreduce", "Horovod's hierarchical allreduce", action=argparse.BooleanOptionalAction)
+    for name in frameworks.names():
+        settings = frameworks.get(name).Settings
+        hints = _hints(settings)
+        for f in fields(settings):
+            option(f.name, f"{name} only: {f.metadata['help']}", default=f.default,
+                   **_option_kwargs(hints[f.name], f.default))

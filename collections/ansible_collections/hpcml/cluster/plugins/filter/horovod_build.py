@@ -14,7 +14,7 @@ options:
     description: The command's standard output.
     type: str
     required: true
-author: hpcml
+author: hpcml maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -16,7 +16,7 @@ options:
     description: A string, or a list or mapping holding strings.
     type: raw
     required: true
-author: hpcml
+author: hpcml maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

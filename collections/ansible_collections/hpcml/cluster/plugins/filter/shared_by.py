@@ -16,7 +16,7 @@ options:
     description: Names and their values.
     type: dict
     required: true
-author: hpcml
+author: hpcml maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -18,7 +18,7 @@ options:
     description: A URL.
     type: str
     required: true
-author: hpcml
+author: hpcml maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -60,7 +60,7 @@ def split_userinfo(url: str) -> dict:
         raise AnsibleFilterError(f"split_userinfo takes a URL string, not {type(url).__name__}")
     parts = urlsplit(url)
     userinfo, at, hostport = parts.netloc.rpartition("@")
-    username, _, password = userinfo.partition(":")
+    username, _colon, password = userinfo.partition(":")
     bare = parts._replace(netloc=hostport) if at else parts
     return {"url": urlunsplit(bare) if at else url, "username": unquote(username), "password": unquote(password),
             "machine": urlunsplit(bare._replace(query="", fragment=""))}

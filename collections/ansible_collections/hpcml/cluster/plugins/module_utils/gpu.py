@@ -10,10 +10,20 @@ from ansible_collections.hpcml.cluster.plugins.module_utils import parsing, pci
 
 SMI_XML = "nvidia-smi -q -x"
 SMI_TOPO = "nvidia-smi topo -m"
-# Columns of `topo -m` that follow the device columns.
+# Columns of `topo -m` that follow the device columns, in the order drivers print them.
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 # Link types: self, NVLink bonds, then PCIe paths from nearest to farthest (SOC is SYS before driver 384).
-LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
+_LINK = r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC"
+LINK = re.compile(rf"^({_LINK})$")
+# Link types with no gap between them: a terminal that wraps a long row swallows the tab at its right edge.
+GLUED_LINKS = re.compile(rf"^(?:{_LINK})+$")
+GLUED_DEVICES = re.compile(r"^(?:(?:GPU|NIC)\d+){2,}$")
+# GitHub drops the ESC byte of the header's underline, leaving "[4m" and "[0m" in pasted output.
+_BARE_SGR = re.compile(r"\[[0-9;]*m")
+# A header's words: an affinity column's name, or a device column.
+_HEADER_WORD = re.compile("|".join(AFFINITY_COLUMNS) + r"|\S+")
+# Values `-q -x` prints where it knows nothing ("Not Found": cuda_version of drivers without libcuda).
+_ABSENT = ("", "N/A", "Not Found")
 
 
 def _text(node, path):
@@ -23,7 +33,7 @@ def _text(node, path):
     if found is None or found.text is None:
         return None
     value = found.text.strip()
-    return None if value in ("", "N/A") else value
+    return None if value in _ABSENT else value
 
 
 def _mib(value):
@@ -40,18 +50,40 @@ def _minor_number(gpu: ET.Element) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
+def _attached(root: ET.Element, text: str) -> int | None:
+    value = _text(root, "attached_gpus")
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise parsing.fail(SMI_XML, f"<attached_gpus> is {value!r}, not a count", text)
+    return int(value)
+
+
 def parse_smi_xml(text: str) -> dict:
-    """The driver, CUDA and per-GPU facts from `nvidia-smi -q -x`."""
+    """The driver, CUDA and per-GPU facts from `nvidia-smi -q -x`.
+
+    `attached_gpus` is how many GPUs the machine has (None where the document does not say); `driver_count` how many
+    the document describes. They differ for `-q -x -i N` and for recordings that keep some GPUs only: then each GPU's
+    `index` (its place among all) is unknown and None."""
     try:
         root = ET.fromstring(text)
     except ET.ParseError as error:
+        # Also a document cut short: the error names the line where it ends.
         raise parsing.fail(SMI_XML, f"not XML ({error})", text) from None
     if root.tag != "nvidia_smi_log":
         raise parsing.fail(SMI_XML, "no <nvidia_smi_log> element", text)
+    elements = root.findall("gpu")
+    attached = _attached(root, text)
+    if not elements:
+        said = f" although <attached_gpus> says {attached}" if attached is not None else ""
+        raise parsing.fail(SMI_XML, f"no <gpu> element{said}", text)
+    if attached is not None and attached < len(elements):
+        raise parsing.fail(SMI_XML, f"{len(elements)} <gpu> elements but <attached_gpus> says {attached}", text)
+    partial = attached is not None and attached > len(elements)
     gpus = []
-    for index, gpu in enumerate(root.findall("gpu")):
+    for index, gpu in enumerate(elements):
         gpus.append({
-            "index": index,
+            "index": None if partial else index,
             "minor_number": _minor_number(gpu),
             "pci_bus_id": gpu.get("id"),
             "name": _text(gpu, "product_name"),
@@ -67,34 +99,78 @@ def parse_smi_xml(text: str) -> dict:
             "pcie_width": _text(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width"),
             "power_limit": _text(gpu, "gpu_power_readings/current_power_limit") or _text(gpu, "power_readings/power_limit"),
         })
-    attached = _text(root, "attached_gpus")
-    if attached is not None and int(attached) != len(gpus):
-        raise parsing.fail(SMI_XML, f"<attached_gpus> says {attached} but {len(gpus)} <gpu> elements follow", text)
     return {
         "driver_version": _text(root, "driver_version"),
         "cuda_version": _text(root, "cuda_version"),
         "driver_count": len(gpus),
+        "attached_gpus": attached,
         "gpus": gpus,
     }
 
 
-def _cells(line: str) -> list[str]:
-    """A matrix line's cells. nvidia-smi separates them with tabs and leaves a cell empty where it knows nothing;
-    output pasted through a terminal has runs of spaces instead, and its empty cells cannot be told apart."""
+class _Unread(ValueError):
+    """A line that one way of reading it cannot make sense of; the message says why."""
+
+
+def _tab_stops(line: str) -> list[str]:
+    """A line whose tabs a terminal turned into spaces, cut where the tabs were: a run of spaces that reaches a tab
+    stop (every 8 columns) was one tab per stop passed, so empty cells survive; a shorter run belongs to its cell
+    (" X ", "CPU Affinity")."""
+    cells, cell = [], ""
+    for match in re.finditer(r" +|[^ ]+", line):
+        stops = match.end() // 8 - match.start() // 8
+        if match.group()[0] == " " and stops:
+            cells.append(cell)
+            cells.extend([""] * (stops - 1))
+            cell = ""
+        else:
+            cell += match.group()
+    cells.append(cell)
+    return [cell.strip() for cell in cells]
+
+
+def _words(line: str) -> list[str]:
+    """A row's words with glued link types pulled apart; its empty cells are lost."""
+    words = []
+    for word in line.split():
+        words.extend(re.findall(_LINK, word) if GLUED_LINKS.match(word) else [word])
+    return words
+
+
+def _readings(line: str) -> list[tuple[list[str], bool]]:
+    """Ways to cut a row into cells, most faithful first, each with whether it keeps empty cells. nvidia-smi writes
+    tabs; pasted through a terminal they become spaces, aligned to tab stops unless the text was indented, realigned
+    or wrapped, when only its words are left."""
     if "\t" in line:
-        return [cell.strip() for cell in line.rstrip("\n").split("\t")]
-    return re.split(r"\s{2,}", line.strip())
+        return [([cell.strip() for cell in line.split("\t")], True)]
+    return [(_tab_stops(line.lstrip(" ")), True), (_words(line), False)]
 
 
 def _header(lines: list[str], text: str) -> tuple[int, list[str], list[str]]:
     """Where the header is, the devices it names (GPU0.., NIC0.. or RDMA device names) and the columns after them."""
     for number, line in enumerate(lines):
-        cells = _cells(line)
-        if cells and cells[0] == "":
-            cells = cells[1:]  # the empty corner above the row names
-        if cells and cells[0] == "GPU0":
-            split = next((i for i, cell in enumerate(cells) if cell in AFFINITY_COLUMNS), len(cells))
-            return number, cells[:split], [cell for cell in cells[split:] if cell]
+        words = _HEADER_WORD.findall(line)
+        if not words or words[0] != "GPU0":
+            continue
+        split = next((i for i, word in enumerate(words) if word in AFFINITY_COLUMNS), len(words))
+        devices, columns = [], words[split:]
+        for word in words[:split]:
+            devices.extend(re.findall(r"(?:GPU|NIC)\d+", word) if GLUED_DEVICES.match(word) else [word])
+        if any(LINK.match(device) for device in devices):
+            continue  # the GPU0 row, not a header
+        where = f"line {number + 1} (the header)"
+        unknown = [word for word in columns if word not in AFFINITY_COLUMNS]
+        if unknown:
+            raise parsing.fail(SMI_TOPO, f"{where} has columns it does not know after the affinity columns: "
+                               f"{' '.join(unknown)}", text)
+        if list(columns) != [c for c in AFFINITY_COLUMNS if c in columns] or len(set(columns)) != len(columns):
+            raise parsing.fail(SMI_TOPO, f"{where} lists {', '.join(columns)}, not in the order nvidia-smi prints",
+                               text)
+        gpus = [device for device in devices if device.startswith("GPU") and device[3:].isdigit()]
+        if devices[:len(gpus)] != [f"GPU{i}" for i in range(len(gpus))] or len(set(devices)) != len(devices):
+            raise parsing.fail(SMI_TOPO, f"{where} names its devices {' '.join(devices)}, not GPU0..GPU{len(gpus) - 1} "
+                               "then each other device once", text)
+        return number, devices, columns
     raise parsing.fail(SMI_TOPO, "no header row starting with GPU0", text)
 
 
@@ -103,13 +179,52 @@ def _reported(value: str | None) -> str | None:
     return None if value in (None, "", "N/A") else value
 
 
-def _affinity(columns: list[str], cells: list[str]) -> dict:
-    """CPU and NUMA affinity of one GPU row. Drivers that add "GPU NUMA ID" print an extra tab before it, so all
-    columns but the last are read from the left and the last one from the right."""
-    named = dict(zip(columns[:-1], cells))
-    if columns and len(cells) >= len(columns):
-        named[columns[-1]] = cells[-1]
+def _affinity(columns: list[str], tail: list[str], whole: bool) -> dict:
+    """CPU and NUMA affinity from the cells after a GPU row's links. Drivers put a second tab before "GPU NUMA ID"
+    and before an N/A NUMA affinity, so the first column is read from the left, the last from the right, and the
+    one between (NUMA Affinity of three) is the cell in between that is not empty. A row that lost its empty cells
+    (`whole` False) can only be read when none was empty."""
+    if not whole:
+        if len(tail) != len(columns):
+            raise _Unread(f"{len(tail)} values for the columns {', '.join(columns)}: which are empty cannot be told "
+                          "from text whose tabs were lost")
+        named = dict(zip(columns, tail))
+    elif not columns:
+        if any(tail):
+            raise _Unread(f"values {' '.join(cell for cell in tail if cell)} under no column")
+        named = {}
+    elif len(columns) == 1:
+        if any(tail[1:]):
+            raise _Unread(f"more values than the column {columns[0]}")
+        named = {columns[0]: tail[0] if tail else ""}
+    else:
+        if len(tail) < len(columns):
+            raise _Unread(f"{len(tail)} cells for the columns {', '.join(columns)}")
+        between = [cell for cell in tail[1:-1] if cell]
+        if len(between) > len(columns) - 2:
+            raise _Unread(f"values {' '.join(between)} between {columns[0]} and {columns[-1]}")
+        named = {columns[0]: tail[0], columns[-1]: tail[-1]}
+        if len(columns) == 3:
+            named[columns[1]] = between[0] if between else ""
+    if any(" " in value for value in named.values()):
+        raise _Unread("an affinity value with a space in it")
     return {"cpus": _reported(named.get("CPU Affinity")), "numa": _reported(named.get("NUMA Affinity"))}
+
+
+def _row(cells: list[str], whole: bool, devices: list[str], columns: list[str]) -> tuple[str, list[str], dict | None]:
+    """One row read one way: its device, its link to each device and, for a GPU, its affinity."""
+    name, links, tail = cells[0], cells[1:len(devices) + 1], cells[len(devices) + 1:]
+    if name not in devices:
+        raise _Unread(f"row {name} is not a column of the header")
+    if len(links) < len(devices) or not all(LINK.match(link) for link in links):
+        raise _Unread(f"row {name} does not hold a link type for each of {len(devices)} devices")
+    if [i for i, link in enumerate(links) if link == "X"] != [devices.index(name)]:
+        raise _Unread(f"row {name} does not have its X (self) in its own column")
+    if not name.startswith("GPU"):
+        if any(tail):
+            raise _Unread(f"row {name} has values after its links")
+        return name, links, None
+    return name, links, _affinity(columns, tail, whole)
 
 
 def _nic_legend(lines: list[str]) -> dict[str, str]:
@@ -139,24 +254,28 @@ def _nic_names(devices: list[str], legend: dict[str, str], text: str) -> dict[st
 
 def parse_topo_matrix(text: str) -> dict:
     """`nvidia-smi topo -m`: the link between every pair of GPUs/NICs, each GPU's CPU and NUMA affinity and each NIC
-    column's RDMA device. Raises ParseError, naming the output, on anything it cannot read."""
-    lines = parsing.strip_ansi(text).splitlines()
-    number, devices, columns = _header(lines, text)
+    column's RDMA device. Reads it as printed (tabs) or pasted (spaces); raises ParseError, naming the output and
+    the line, on anything it cannot read."""
+    lines = _BARE_SGR.sub("", parsing.strip_ansi(text)).splitlines()
+    header, devices, columns = _header(lines, text)
     links, affinity = {}, {}
-    for line in lines[number + 1:]:
-        cells = _cells(line)
-        if not line.strip() or cells[0] == "Legend:":
+    for number, line in enumerate(lines[header + 1:], start=header + 2):
+        if not line.strip() or line.strip() == "Legend:":
             break
-        name, values = cells[0], cells[1:]
-        if name not in devices:
-            raise parsing.fail(SMI_TOPO, f"row {name} is not a column of the header", text)
-        row = values[:len(devices)]
-        if len(row) < len(devices) or not all(LINK.match(value) for value in row):
-            raise parsing.fail(SMI_TOPO, f"row {name} does not hold a link type for each of {len(devices)} devices",
-                               text)
+        problem = None
+        for cells, whole in _readings(line):
+            try:
+                name, row, gpu = _row(cells, whole, devices, columns)
+                break
+            except _Unread as error:
+                problem = str(error)  # the last reading's: it assumes the least about the layout
+        else:
+            raise parsing.fail(SMI_TOPO, f"line {number}: {problem}", text)
+        if name in links:
+            raise parsing.fail(SMI_TOPO, f"line {number}: a second row {name}", text)
         links[name] = dict(zip(devices, row))
-        if name.startswith("GPU"):
-            affinity[name] = _affinity(columns, values[len(devices):])
+        if gpu is not None:
+            affinity[name] = gpu
     missing = [device for device in devices if device not in links]
     if missing:
         raise parsing.fail(SMI_TOPO, "no row for {}".format(", ".join(missing)), text)

@@ -16,7 +16,7 @@ description:
 extends_documentation_fragment:
   - hpcml.cluster.sysfs
   - hpcml.cluster.sysfs.nvidia_smi
-author: hpcml
+author: hpcml maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -36,7 +36,9 @@ ansible_facts:
   contains:
     hpcml_gpu:
       description: C(present), C(reason) when absent or unreadable, C(pci_count), C(pci_device_ids) (each GPU's PCI
-        device ID), C(nvswitch_count), C(driver_count) (GPUs the driver reports), C(driver_version), C(cuda_version),
+        device ID), C(nvswitch_count), C(driver_count) (GPUs parsed from C(nvidia-smi -q -x)), C(attached_gpus) (the
+        GPUs the driver says are attached; more than C(driver_count) only in a partial document), C(driver_version),
+        C(cuda_version),
         C(gpus) (each with C(minor_number), the N of /dev/nvidiaN), C(topology) (with C(nics), each NIC column's RDMA
         device) and C(topology_error) (why C(topology) is null).
       type: dict
@@ -51,7 +53,8 @@ from ansible_collections.hpcml.cluster.plugins.module_utils import gpu, parsing,
 
 def gather(module):
     facts = gpu.from_pci(pci.scan(module.params["sysfs_root"]))
-    facts.update({"present": facts["pci_count"] > 0, "driver_count": 0, "driver_version": None, "cuda_version": None,
+    facts.update({"present": facts["pci_count"] > 0, "driver_count": 0, "attached_gpus": 0, "driver_version": None,
+                  "cuda_version": None,
                   "gpus": [], "topology": None, "topology_error": None, "reason": None})
     if not facts["present"]:
         facts["reason"] = f"no NVIDIA GPU found on the PCI bus (vendor {pci.NVIDIA_VENDOR})"

@@ -29,7 +29,7 @@ options:
 extends_documentation_fragment:
   - hpcml.cluster.sysfs
   - hpcml.cluster.sysfs.nvidia_smi
-author: hpcml
+author: hpcml maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -24,7 +24,7 @@ options:
     type: path
 extends_documentation_fragment:
   - hpcml.cluster.sysfs
-author: hpcml
+author: hpcml maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -1,0 +1,140 @@
+"""Slurm: a batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchrunner import frameworks, results
+from benchrunner.launchers import Job, Options, run_dir
+from benchrunner.rank_env import LAUNCHED_AT_ENV
+
+NAME = "srun"
+STACKS = ("slurm",)
+DEFAULT_FOR = ("slurm",)
+FRAMEWORKS = frameworks.names()
+NEEDS = frozenset({"slurm"})
+# Slurm places ranks where no hosts are given; hosts given are the ones used (--nodelist).
+USES_HOSTS = True
+SCRIPT = "job.sbatch"
+LEAVES = (SCRIPT,)
+SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+# Where Slurm picks the nodes, the first is known only inside the job: the batch script finds it.
+ALLOCATION_FIRST_NODE = "<the allocation's first node>"
+
+
+def first_host(job: Job) -> str | None:
+    return job.hosts[0] if job.hosts else ALLOCATION_FIRST_NODE
+
+
+def slurm_problems(partition: str | None, mpi: str) -> list[str]:
+    """Why these cannot go into a batch script's #SBATCH line and srun's --mpi."""
+    problems = []
+    if partition is not None and not SLURM_NAME.fullmatch(partition):
+        problems.append(f"Slurm partition {partition!r} is not a partition name (letters, digits, '_', '.', '-')")
+    if not SLURM_NAME.fullmatch(mpi):
+        problems.append(f"Slurm MPI plugin {mpi!r} is not a plugin name (pmix, pmi2, ...)")
+    return problems
+
+
+def script(job: Job, partition: str | None = None, mpi: str = "pmix", time_limit: str = "01:00:00") -> str:
+    """A batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH)."""
+    job.validate()
+    problems = slurm_problems(partition, mpi)
+    if problems:
+        raise ValueError("; ".join(problems))
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name=benchrunner-{job.run_id}"[:200],
+        f"#SBATCH --nodes={job.nodes}",
+        f"#SBATCH --ntasks={job.ranks}",
+        f"#SBATCH --ntasks-per-node={min(job.slots_per_node, job.ranks)}",
+        f"#SBATCH --time={time_limit}",
+        f"#SBATCH --output={job.output_dir}/slurm-%j.out",
+        "#SBATCH --exclusive",
+    ]
+    if job.hosts:
+        # The nodes the caller collects results from; Slurm would otherwise pick any idle ones.
+        lines.append(f"#SBATCH --nodelist={','.join(job.hosts[:job.nodes])}")
+    if job.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
+    if partition:
+        lines.append(f"#SBATCH --partition={partition}")
+    lines += ["set -euo pipefail",
+              # Launch time is when the job starts on its nodes; queueing is not the workload's cost.
+              f"export {LAUNCHED_AT_ENV}=$(date +%s.%N)"]
+    environment = job.environment()
+    if environment.get("MASTER_ADDR") == ALLOCATION_FIRST_NODE:
+        environment.pop("MASTER_ADDR")
+        lines.append('MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
+        lines.append("export MASTER_ADDR")
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(environment.items())]
+    srun = ["srun", f"--mpi={mpi}", "--kill-on-bad-exit=1", *job.extra_args, *job.rank_argv()]
+    lines.append(shlex.join(srun))
+    return "\n".join(lines) + "\n"
+
+
+# Slurm's job states after which the job will not run again (squeue(1), JOB STATE CODES).
+SLURM_DONE_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                     "BOOT_FAIL", "DEADLINE")
+
+
+def partition_problem(partition: str) -> str | None:
+    """Why Slurm would not take a job in this partition, asked before anything is written or submitted. scontrol
+    prints "Partition NAME not found" on stdout and exits 1 for an unknown one (src/scontrol/info_part.c)."""
+    shown = subprocess.run(["scontrol", "--oneliner", "show", "partition", partition], capture_output=True, text=True,
+                           check=False)
+    if shown.returncode != 0 or f"PartitionName={partition} " not in shown.stdout + " ":
+        known = subprocess.run(["sinfo", "--noheader", "--format=%R"], capture_output=True, text=True, check=False)
+        names = ", ".join(sorted(set(known.stdout.split()))) or "none listed"
+        return (f"Slurm partition {partition!r} does not exist ({(shown.stderr or shown.stdout).strip()}); "
+                f"the cluster's partitions: {names}")
+    return None
+
+
+def submit_and_follow(batch_script: Path, poll_s: float = 1.0) -> int:
+    """sbatch the script, then follow the job at a steady interval until it ends; its exit code.
+
+    `sbatch --wait` polls at growing intervals (2 s, then 10, 42, 74...), so a 10-second job held its caller for 42.
+    """
+    submitted = subprocess.run(["sbatch", "--parsable", str(batch_script)], capture_output=True, text=True, check=False)
+    if submitted.returncode != 0:
+        print(submitted.stderr.strip() or f"sbatch failed (exit {submitted.returncode})", file=sys.stderr)
+        return submitted.returncode or 1
+    job_id = submitted.stdout.strip().split(";")[0]
+    print(f"Submitted batch job {job_id}", flush=True)
+    while True:
+        shown = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True,
+                               check=False)
+        if shown.returncode != 0:
+            print(f"slurm job {job_id}: scontrol cannot show it: {shown.stderr.strip()}", file=sys.stderr)
+            return 1
+        state = re.search(r"\bJobState=(\S+)", shown.stdout)
+        if state is None:
+            print(f"slurm job {job_id}: no JobState in scontrol's answer: {shown.stdout.strip()!r}", file=sys.stderr)
+            return 1
+        if state.group(1) in SLURM_DONE_STATES:
+            break
+        time.sleep(poll_s)
+    if state.group(1) == "COMPLETED":
+        return 0
+    code = re.search(r"\bExitCode=(\d+):(\d+)", shown.stdout)
+    reason = re.search(r"\bReason=(\S+)", shown.stdout)
+    print(f"slurm job {job_id} ended {state.group(1)}" + (f" ({reason.group(1)})" if reason else ""), file=sys.stderr)
+    return int(code.group(1)) if code and int(code.group(1)) else 1
+
+
+def start(job: Job, options: Options) -> int:
+    text = script(job, partition=options.partition, mpi=options.mpi)
+    if options.dry_run:
+        print(text, end="")
+        return 0
+    Path(job.output_dir).mkdir(parents=True, exist_ok=True)
+    results.write_atomic(run_dir(job) / SCRIPT, text)
+    return submit_and_follow(run_dir(job) / SCRIPT)

@@ -1,0 +1,61 @@
+"""The pytorch-ddp package as its callers see it: light to import, its settings checked against the workload."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import benchrunner
+from benchrunner.frameworks import pytorch_ddp
+from benchrunner.frameworks.pytorch_ddp import Settings
+from benchrunner.workload import Workload
+
+SRC = str(Path(benchrunner.__file__).resolve().parents[1])
+
+
+def test_importing_the_package_loads_no_torch_tensorflow_or_horovod():
+    code = ("import json, sys; import benchrunner.frameworks.pytorch_ddp as p; p.Settings().problems(__import__("
+            "'benchrunner.workload').workload.Workload()); print(json.dumps(sorted(m for m in sys.modules if "
+            "m.split('.')[0] in ('torch', 'tensorflow', 'horovod', 'torchvision'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": SRC}, capture_output=True, text=True,
+                            check=True)
+    assert json.loads(loaded.stdout) == []
+
+
+def test_the_entry_points_stay_callable_once_their_modules_are_imported():
+    # A submodule named train or allreduce would replace the function of that name on the package.
+    from benchrunner.frameworks.pytorch_ddp import collectives, training  # noqa: F401, PLC0415 - the point of the test
+
+    assert pytorch_ddp.NAME == "pytorch-ddp"
+    assert callable(pytorch_ddp.train) and callable(pytorch_ddp.allreduce)
+
+
+def test_defaults_and_real_data_tuning_pass():
+    assert Settings() == Settings(compile=False, channels_last=False, dataloader_workers=2, pin_memory=True)
+    assert Settings(compile=True, channels_last=True).problems(Workload()) == []
+    real = Workload(data="images", data_dir="/data/chestxray14")
+    assert Settings(dataloader_workers=0, pin_memory=False).problems(real) == []
+
+
+@pytest.mark.parametrize(("settings", "workload", "problem"), [
+    (Settings(dataloader_workers=-1), Workload(data="images", data_dir="/d"), "dataloader workers must be an integer >= 0"),
+    (Settings(), Workload(data="tfrecord", data_dir="/d"), "reads no TFRecord files"),
+    (Settings(dataloader_workers=4), Workload(), "dataloader_workers tune the DataLoader of real data"),
+    (Settings(pin_memory=False), Workload(), "pin_memory tune the DataLoader of real data"),
+])
+def test_problems_name_each_setting_this_framework_cannot_honour(settings, workload, problem):
+    assert any(problem in found for found in settings.problems(workload)), settings.problems(workload)
+
+
+@pytest.mark.parametrize(("values", "problem"), [
+    ({"dataloader_workers": True}, r"dataloader_workers must be an integer \(got True, a boolean\)"),
+    ({"compile": "yes"}, r"compile must be true or false \(got 'yes', a string\)"),
+    ({"xla": True}, "workload setting xla belongs to tensorflow-horovod, not to this job's framework pytorch-ddp"),
+])
+def test_a_pytorch_workload_refuses_wrong_types_and_tensorflows_settings_by_name(values, problem):
+    with pytest.raises(ValueError, match=problem):
+        Workload.from_mapping({"framework": "pytorch-ddp", **values})

@@ -1,0 +1,90 @@
+"""PyTorch DDP beside Horovod TensorFlow on the lab: one campaign crosses both frameworks with every bare-metal and
+Slurm launcher that starts their ranks, each run gathered, checked and grouped by framework in the report; and
+torch.distributed's collective sweep through torchrun."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from benchrunner import campaign, report, results, summary
+from lab import PROJECT, run_site
+
+CAMPAIGN = {
+    "name": "e2e-frameworks",
+    "repeats": 1,
+    "gpus": [2],
+    "stacks": ["baremetal", "slurm"],
+    "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
+    "launchers": {"baremetal": ["mpirun", "torchrun"]},
+    "workloads": {"model": ["small_cnn"]},
+    "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2, "measured_steps": 6},
+}
+
+
+@pytest.fixture(scope="module")
+def frameworks_campaign(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("frameworks")
+    file = folder / "campaign.yml"
+    file.write_text(yaml.safe_dump(CAMPAIGN))
+    results_dir = folder / "results"
+    done = subprocess.run([sys.executable, "-m", "benchrunner", "campaign", str(file), "--results-dir",
+                           str(results_dir)], cwd=PROJECT, capture_output=True, text=True, timeout=1800, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return campaign.load(file), results_dir
+
+
+def test_every_launcher_that_starts_a_frameworks_ranks_trained_it(frameworks_campaign):
+    document, results_dir = frameworks_campaign
+    seen = set()
+    for run_ in campaign.plan(document):
+        found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
+        assert found["sanity"]["passed"], (run_.run_id, found["sanity"])
+        assert found["ranks"] == 2 and len(set(found["hosts"])) == 2
+        seen.add((found["workload"]["framework"], found["launcher"]))
+    assert seen == {("tensorflow-horovod", "mpirun"), ("tensorflow-horovod", "srun"), ("pytorch-ddp", "mpirun"),
+                    ("pytorch-ddp", "torchrun"), ("pytorch-ddp", "srun")}
+
+
+def test_pytorch_ranks_record_their_framework_backend_and_launcher(frameworks_campaign):
+    document, results_dir = frameworks_campaign
+    for run_ in campaign.plan(document):
+        if run_.point.get("framework") != "pytorch-ddp":
+            continue
+        for path in sorted((results_dir / run_.run_id / "raw").glob("rank-*.json")):
+            rank = results.load(results.RANK_RESULT, path)
+            assert rank["framework"] == "pytorch-ddp" and rank["model"]["parameters"] > 0
+            torch = rank["provenance"]["torch"]
+            assert (torch["backend"], torch["launched_by"]) == ("gloo", run_.point["launcher"]), path
+            assert rank["device"]["trained_on"] == "cpu"
+            assert rank["provenance"]["launcher"] == run_.point["launcher"]
+
+
+def test_the_campaign_report_groups_runs_by_framework(frameworks_campaign):
+    _, results_dir = frameworks_campaign
+    text = (results_dir / "campaigns" / "e2e-frameworks" / report.REPORT_MD).read_text()
+    assert "Campaign e2e-frameworks: 5 runs done, 0 failed." in text
+    # The founding framework's rows keep their old names; PyTorch's are named for it.
+    assert "| small_cnn synthetic b16 32px" in text and "| pytorch-ddp small_cnn synthetic b16 32px" in text
+    # Different frameworks are never one figure, nor a ratio, unless pooled on purpose.
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "b16 32px" in line]
+    assert not any("tensorflow-horovod" in row and "pytorch-ddp" in row for row in rows)
+
+
+def test_torch_collectives_sweep_through_torchrun(tmp_path):
+    outcome = run_site(tags="benchmark", extravars={
+        "benchrunner_framework": "pytorch-ddp", "benchrunner_launcher": "torchrun", "benchrunner_program": "allreduce",
+        "benchrunner_allreduce": {"min_bytes": 8, "max_bytes": 65536}, "benchrunner_run_id": "e2e-torch-allreduce",
+        "cluster_results_dir": str(tmp_path)})
+    assert outcome.ok, outcome.failures
+    sweep = results.load(results.ALLREDUCE_RESULT, tmp_path / "e2e-torch-allreduce" / "raw" / results.SWEEP_JSON)
+    assert (sweep["framework"], sweep["ranks"], sweep["provenance"]["torch"]["backend"]) == ("pytorch-ddp", 2, "gloo")
+    assert [p["bytes"] for p in sweep["points"]] == [8 << i for i in range(14)]
+    assert all(p["busbw_bytes_per_s"] > 0 for p in sweep["points"])
+    # gloo gathers; a collective it cannot run is recorded as skipped with the reason, never left out silently.
+    assert set(sweep["collectives"]) == {"all_gather", "reduce_scatter"}
+    for name, found in sweep["collectives"].items():
+        assert "points" in found or found["skipped"], name

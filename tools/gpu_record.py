@@ -40,12 +40,16 @@ SMI_COMMANDS = (("nvidia-smi-q-x", ["-q", "-x"]), ("nvidia-smi-q", ["-q"]), ("nv
 # The validation play's NCCL probe: the file the libnccl.so.2 soname link resolves to names the full version.
 NCCL_PROBE = ("set -o pipefail; ldconfig -p | sed -n 's/^[[:space:]]*libnccl\\.so\\.2 .*=> //p' | xargs -r readlink -f "
               "| sed -n 's/.*libnccl\\.so\\.\\([0-9]\\{1,\\}\\.[0-9]\\{1,\\}\\.[0-9]\\{1,\\}\\)$/\\1/p' | sort -V | tail -1")
-TORCH_PROBE = ("import json, sys, torch\n"
-               "cuda = torch.cuda.is_available()\n"
-               "print(json.dumps({'python': sys.version.split()[0], 'torch': torch.__version__,\n"
-               "  'torch_cuda': torch.version.cuda, 'cudnn': torch.backends.cudnn.version() if cuda else None,\n"
-               "  'cuda_available': cuda, 'device_count': torch.cuda.device_count() if cuda else 0,\n"
-               "  'device_name': torch.cuda.get_device_name(0) if cuda else None}))\n")
+TORCH_PROBE = """
+import json, sys, torch, torch.distributed
+cuda = torch.cuda.is_available()
+nccl = torch.cuda.nccl.version() if cuda and torch.distributed.is_nccl_available() else None
+print(json.dumps({"python": sys.version.split()[0], "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+                  "cudnn": torch.backends.cudnn.version() if cuda else None, "cuda_available": cuda,
+                  "device_count": torch.cuda.device_count() if cuda else 0,
+                  "device_name": torch.cuda.get_device_name(0) if cuda else None,
+                  "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl}))
+"""
 # What each mode trains: the GPU record's ResNet-50 points, and the dry run's tiny small_cnn ones.
 WORKLOADS = {
     "gpu": {"model": "resnet50", "image_size": 224, "batch_sizes": (64, 128, 256),
@@ -236,13 +240,16 @@ def measure(rec: Recorder, python: str, point: dict, deadline: float, env: dict[
     started = time.monotonic()
     if rec.run(f"logs/{point['id']}.train", train_argv(python, point, run_dir), timeout=left, env=env) is None:
         return {**point, "status": "failed", "reason": f"training failed: logs/{point['id']}.train.err"}
-    summarized = rec.run(f"logs/{point['id']}.summarize", [python, "-m", "benchrunner", "summarize", str(run_dir)],
-                         timeout=max(30.0, deadline - time.monotonic()), env=env)
-    if summarized is None:
+    # summarize exits 1 when the run fails its sanity checks, after writing summary.json: that is reported below.
+    rec.run(f"logs/{point['id']}.summarize", [python, "-m", "benchrunner", "summarize", str(run_dir)],
+            timeout=max(30.0, deadline - time.monotonic()), required=False, env=env)
+    if not (run_dir / "summary.json").is_file():
+        rec.problems.append(f"{point['id']}: benchrunner summarize wrote no summary (logs/{point['id']}.summarize.err)")
         return {**point, "status": "failed", "reason": f"summarize failed: logs/{point['id']}.summarize.err"}
     summary = json.loads((run_dir / "summary.json").read_text())
+    printed = (rec.out / "logs" / f"{point['id']}.summarize.out").read_text()
     spread = summary["throughput"].get("total_batch_means") or {}
-    window = next((line for line in summarized.stdout.splitlines() if line.startswith("window:")), None)
+    window = next((line for line in printed.splitlines() if line.startswith("window:")), None)
     return {**point, "status": "ok", "images_per_sec": summary["throughput"]["total"],
             "ci95_low": spread.get("ci95_low"), "ci95_high": spread.get("ci95_high"), "batches": spread.get("n"),
             "window": window, "sanity_passed": summary["sanity"]["passed"], "seconds": round(time.monotonic() - started, 1)}
@@ -339,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     runner, runner_why = facts_runner(args.python, env, args.facts_runner)
     args_file = rec.write("facts-args.json", json.dumps({"ANSIBLE_MODULE_ARGS": {}}) + "\n")
     facts = run_facts(rec, args.python, runner, args_file)
-    recorded_smi = out / "nvidia-smi-q-x.out"
+    recorded_smi, from_recorded = out / "nvidia-smi-q-x.out", {}
     if mode == "gpu" and recorded_smi.is_file() and recorded_smi.stat().st_size:
         # The same parser on the recorded file: the driver's answer kept apart from the module's own run.
         parsed = rec.run("parse-recorded-smi", [args.python, "-c",
@@ -347,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                          "print(json.dumps(gpu.parse_smi_xml(open(sys.argv[1]).read())))", str(recorded_smi)],
                          env=dict(env, PYTHONPATH=os.pathsep.join([str(PROJECT / "collections"), env["PYTHONPATH"]])))
         if parsed is not None:
-            rec.write_json("facts-from-recorded-nvidia-smi.json", json.loads(parsed.stdout))
+            from_recorded = json.loads(parsed.stdout)
+            rec.write_json("facts-from-recorded-nvidia-smi.json", from_recorded)
     nccl = rec.run("nccl-version", ["bash", "-c", NCCL_PROBE], timeout=60, required=False)
     record_file = Path("/etc/ansible/facts.d/hpcml_nvidia_driver.fact")
     driver_record = json.loads(record_file.read_text()) if record_file.is_file() else None
@@ -355,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = [measure(rec, args.python, point, deadline, train_env) for point in points(mode, args)]
     for r in results:
-        if r["status"] == "failed":
+        if r["status"] == "failed" and not r["reason"].startswith("summarize failed"):
             rec.problems.append(f"{r['id']}: {r['reason']}")
         elif r["status"] == "ok" and not r["sanity_passed"]:
             rec.problems.append(f"{r['id']}: its run failed benchrunner's sanity checks (runs/{r['id']}/report.md)")
@@ -365,9 +373,11 @@ def main(argv: list[str] | None = None) -> int:
         "mode": mode, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hostname": socket.gethostname(), "gpu_name": torch["device_name"] or next(
             (g["name"] for g in gpu.get("gpus", [])), None),
-        "gpu_count": torch["device_count"], "driver_version": gpu.get("driver_version"),
-        "driver_cuda_version": gpu.get("cuda_version"), "torch": torch["torch"], "torch_cuda": torch["torch_cuda"],
-        "cudnn": torch["cudnn"], "python": torch["python"], "python_executable": args.python,
+        "gpu_count": torch["device_count"],
+        "driver_version": gpu.get("driver_version") or from_recorded.get("driver_version"),
+        "driver_cuda_version": gpu.get("cuda_version") or from_recorded.get("cuda_version"),
+        "torch": torch["torch"], "torch_cuda": torch["torch_cuda"], "cudnn": torch["cudnn"], "nccl": torch["nccl"],
+        "python": torch["python"], "python_executable": args.python,
         "facts_runner": runner, "facts_runner_reason": runner_why, "points": results, "problems": rec.problems,
         "command": [sys.executable, *sys.argv], "budget_s": args.budget_s,
         "git_commit": (subprocess.run(["git", "-C", str(PROJECT), "rev-parse", "HEAD"], capture_output=True, text=True,

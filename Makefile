@@ -13,7 +13,7 @@ export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates \
   golang-github-containernetworking-plugin-dnsname
 
-.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack image image-push screenshots apiserver-deps apiserver apiserver-check clean distclean
+.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
 
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
@@ -25,6 +25,7 @@ help:
 	@echo "make screenshots  headless Chromium screenshots of the run pages of recorded lab results (build/screenshots)"
 	@echo "make apiserver    build a real kube-apiserver 1.20.2 from Debian's source (cached; ~20 min the first time)"
 	@echo "make apiserver-check  apply the kubernetes role and a benchrunner MPIJob to that API server (docs/apiserver.md)"
+	@echo "make gpu-record  on one NVIDIA GPU machine, offline: nvidia-smi, facts, GPU checks, PyTorch ResNet-50 (build/gpu-record)"
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -86,7 +87,8 @@ bench-stack: deps
 	benchmarks/baremetal_scaling.sh
 
 # The Kubernetes stack's benchmark image (CPU), built here on the lab's base with the lab's wheels
-# (Horovod already compiled). Push it where the cluster pulls from and set benchrunner_image.
+# (Horovod already compiled; PyTorch's CPU build, checked against its hash lock). Push it where the cluster pulls
+# from and set benchrunner_image.
 IMAGE ?= localhost/hpcml-benchrunner:cpu
 IMAGE_BASE ?= localhost/hpcml-lab-node:bookworm
 WHEELHOUSE ?= $(or $(HPCML_CACHE_DIR),$(HOME)/.cache/hpcml)/wheelhouse/debian12-cp311-x86_64-cpu
@@ -95,6 +97,7 @@ image: lab-image
 	mkdir -p benchrunner/wheels benchrunner/ca-certificates
 	if ls $(WHEELHOUSE)/*.whl >/dev/null 2>&1; then cp $(WHEELHOUSE)/*.whl benchrunner/wheels/; fi
 	cp roles/python_env/files/constraints/tensorflow-2.15.1.txt benchrunner/wheels/constraints.txt
+	cp roles/python_env/files/locks/torch-2.13.0/cp311-x86_64-cpu.txt benchrunner/wheels/torch-lock.txt
 	if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then cp /usr/local/share/ca-certificates/*.crt benchrunner/ca-certificates/; fi
 	podman build -f benchrunner/Containerfile --build-arg BASE_IMAGE=$(IMAGE_BASE) -t $(IMAGE) benchrunner
 
@@ -122,6 +125,15 @@ apiserver: apiserver-deps
 
 apiserver-check: deps apiserver
 	APISERVER_REQUIRED=1 pytest -q tests/apiserver
+
+# On one machine with an NVIDIA GPU and no network, with the PyTorch already there: nvidia-smi's answers, the facts
+# modules, the validation play's GPU checks and benchrunner's PyTorch ResNet-50 throughput on 1 GPU, into
+# build/gpu-record/<date>-<hostname>/ (or GPU_RECORD_OUT). Installs nothing, so it needs no deps; no training point
+# starts or runs past a 510 s budget (--budget-s), which keeps it within 9 minutes. GPU_RECORD_ARGS=--cpu is the dry
+# run for a machine without a GPU.
+GPU_RECORD_PYTHON ?= python3
+gpu-record:
+	$(GPU_RECORD_PYTHON) tools/gpu_record.py $(GPU_RECORD_OUT) $(GPU_RECORD_ARGS)
 
 docs: deps
 	python tools/role_readme.py

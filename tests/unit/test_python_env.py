@@ -1,4 +1,5 @@
-"""python_env's supply chain: hash locks, the Horovod wheel's recorded sha256, index credentials, CUDA wheels."""
+"""python_env's supply chain: hash locks, the Horovod wheel's recorded sha256, index credentials, CUDA wheels, PyTorch's
+CPU and CUDA builds and the driver the CUDA build needs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import io
 import json
 import re
 import tarfile
+import urllib.parse
 import zipfile
 from pathlib import Path
 
@@ -24,6 +26,15 @@ DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 SHARED_VALUES = [{"name": f"shared {part}", "ansible.builtin.include_vars": str(ROLE.parent / "cluster" / part / "main.yml")}
                  for part in ("defaults", "vars")]
 LOCKS = ROLE / "files" / "locks" / f"tensorflow-{DEFAULTS['python_env_tensorflow_version']}"
+TORCH = DEFAULTS["python_env_torch_version"]
+TORCH_LOCKS = ROLE / "files" / "locks" / f"torch-{TORCH}"
+# The CPU wheel as the machine image carries it (pip's find-links); its sha256 is the one PyTorch's CPU index
+# publishes for torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl.
+TORCH_CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+TORCH_CPU_SHA256 = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
+# torch 2.13.0's METADATA (both builds): Requires-Dist without markers, and what those need in turn.
+TORCH_REQUIRES = {"filelock", "typing-extensions", "setuptools", "sympy", "networkx", "jinja2", "fsspec"}
+TORCH_CPU_CLOSURE = {"torch", *TORCH_REQUIRES, "mpmath", "markupsafe"}
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) --hash=sha256:([0-9a-f]{64})  # (\S+)$")
 # tensorflow-2.15.1's METADATA (the cp311 manylinux wheel on PyPI): Requires-Dist ...; extra == 'and-cuda'.
 # The build host's facts the role reads (a Debian 12 node).
@@ -113,7 +124,12 @@ def rendered(tmp_path_factory):
         "sync": task("30-install.yml", "Copy the wheelhouse to the node")["ansible.posix.synchronize"]["rsync_opts"],
         "requirements": task("30-install.yml", "Write the environment's requirements")["ansible.builtin.copy"]["content"],
         "horovod_pin": task("30-install.yml", "Pin the verified Horovod wheel")["ansible.builtin.copy"]["content"],
-        "install": task("30-install.yml", "Install TensorFlow and Horovod offline")["ansible.builtin.command"]["argv"],
+        "install": task("30-install.yml", "Install TensorFlow, Horovod and PyTorch offline")["ansible.builtin.command"]["argv"],
+        "pins": task("30-install.yml", "Write the environment's pins")["ansible.builtin.copy"]["content"],
+        "torch_download": task("10-wheelhouse.yml", "Download PyTorch's wheels for {{ _python_env_tag }}")[
+            "ansible.builtin.command"]["argv"],
+        "build_sync": task("20-horovod-wheel.yml", "Copy the wheelhouse to the build host")["ansible.posix.synchronize"][
+            "rsync_opts"],
         "build": task("20-horovod-wheel.yml", "Compile the Horovod wheel (6 minutes on 2 cores) for {{ _python_env_tag }}")[
             "ansible.builtin.command"]["argv"],
     }
@@ -123,10 +139,17 @@ def rendered(tmp_path_factory):
     for case, hardware in cases.items():
         tasks.append({"name": case, "vars": {"node_facts_hardware": hardware}, "ansible.builtin.set_fact": {
             f"_out_{case}": {"cuda_wheels": "{{ python_env_cuda_wheels }}", "cuda_fact": templates["cuda_fact"]}}})
-    # The node's own steps take _python_env_cuda as 10-wheelhouse.yml set it.
-    for case in ("cpu", "gpu"):
-        tasks.append({"name": f"{case} steps", "vars": {"_python_env_cuda": case == "gpu"}, "ansible.builtin.set_fact": {
-            f"_steps_{case}": {k: templates[k] for k in ("sync", "requirements", "horovod_pin", "install")}}})
+    # The node's own steps take _python_env_cuda as 10-wheelhouse.yml set it (from python_env_cuda_wheels).
+    # set_fact outranks the role defaults include_vars read, task vars do not.
+    for case in ("cpu", "gpu", "gpu_without_torch"):
+        gpu = case.startswith("gpu")
+        tasks.append({"name": f"{case} torch",
+                      "ansible.builtin.set_fact": {"python_env_torch_enabled": case != "gpu_without_torch"}})
+        tasks.append({"name": f"{case} steps", "vars": {
+            "_python_env_cuda": gpu, "node_facts_hardware": {"gpu_steps": "run" if gpu else "skip"}},
+            "ansible.builtin.set_fact": {
+                f"_steps_{case}": {k: templates[k] for k in ("sync", "requirements", "horovod_pin", "install", "pins")}}})
+    tasks.append({"name": "torch again", "ansible.builtin.set_fact": {"python_env_torch_enabled": True}})
     # Whether a Horovod already installed is replaced by the verified wheel.
     replace = "{{ " + task("30-install.yml", "Replace a Horovod installed from another wheel")["when"] + " }}"
     installs = {"older": ("a" * 64, "Requirement already satisfied: horovod==0.28.1"),
@@ -138,11 +161,12 @@ def rendered(tmp_path_factory):
             "_python_env_pip": {"stat": {"exists": True}}, "_python_env_install": {"stdout": stdout},
             "ansible_local": {"hpcml_python_env": {"horovod_sha256": recorded} if recorded else {}}}})
     tasks.append({"name": "no node facts", "ansible.builtin.set_fact": {"_out_none": "{{ python_env_cuda_wheels }}"}})
-    tasks.append({"name": "downloads", "ansible.builtin.set_fact": {
-        "_downloads": {k: templates[k] for k in ("download", "source", "build")}}})
+    tasks.append({"name": "downloads", "vars": {"item": "/w/lock-torch-cpu.txt"}, "ansible.builtin.set_fact": {
+        "_downloads": {k: templates[k] for k in ("download", "source", "build", "torch_download", "build_sync")}}})
     tasks.append({"name": "write", "ansible.builtin.copy": {"dest": str(tmp / "out.json"), "mode": "0600", "content": (
         "{{ {'cases': {'cpu': _out_cpu, 'gpu': _out_gpu, 'image': _out_image, 'none': _out_none},"
-        " 'steps': {'cpu': _steps_cpu, 'gpu': _steps_gpu}, 'downloads': _downloads, 'replace': {'older': _replace_older,"
+        " 'steps': {'cpu': _steps_cpu, 'gpu': _steps_gpu, 'gpu_without_torch': _steps_gpu_without_torch},"
+        " 'downloads': _downloads, 'replace': {'older': _replace_older,"
         " 'same': _replace_same, 'unrecorded': _replace_unrecorded, 'fresh': _replace_fresh}} | to_json }}")}})
     secret = "s3cret-in-url"
     run = play(tmp, tasks, extravars={
@@ -151,7 +175,8 @@ def rendered(tmp_path_factory):
         "_python_env_horovod_file": "horovod-0.28.1-cp311-cp311-linux_x86_64.whl",
         "python_env_pip_index_url": f"https://user:{secret}@mirror.example/simple",
         "_python_env_locks": {"results": [{"dest": "/w/lock.txt", "checksum": "1"},
-                                          {"dest": "/w/lock-horovod-source.txt", "checksum": "2"}]}})
+                                          {"dest": "/w/lock-horovod-source.txt", "checksum": "2"},
+                                          {"dest": "/w/lock-torch-cpu.txt", "checksum": "3"}]}})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = json.loads((tmp / "out.json").read_text())
     out["secret"] = secret
@@ -165,21 +190,70 @@ def test_gpu_nodes_and_images_take_the_cuda_wheels_cpu_nodes_do_not(rendered):
     assert cases["none"] is False  # python_env without the node layer: no GPU known
 
 
-def test_nodes_install_only_hashed_pins_with_the_cuda_lock_on_gpu_nodes(rendered):
-    cpu, gpu = rendered["steps"]["cpu"], rendered["steps"]["gpu"]
-    for steps in (cpu, gpu):
-        argv = steps["install"]
+def pinned(text: str) -> dict[str, tuple[str, str, str]]:
+    """name -> (version, sha256, file) of a rendered list of pins, each package once."""
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    found = {}
+    for line in lines:
+        match = PIN.match(line)
+        assert match, f"not a hashed pin: {line!r}"
+        assert canonical(match.group(1)) not in found, f"pinned twice: {match.group(1)}"
+        found[canonical(match.group(1))] = match.group(2, 3, 4)
+    return found
+
+
+def test_nodes_install_only_hashed_pins_each_package_once(rendered):
+    steps = rendered["steps"]
+    node_dir = "/var/cache/hpcml/wheelhouse/debian12-cp311-x86_64-cpu"
+    for case in steps.values():
+        argv = case["install"]
         assert argv[1:3] == ["install", "--disable-pip-version-check"]
         assert {"--require-hashes", "--no-deps", "--no-index"} <= set(argv)
-        assert argv[argv.index("--find-links") + 1] == "/var/cache/hpcml/wheelhouse/debian12-cp311-x86_64-cpu"
-        assert steps["horovod_pin"] == (
+        assert argv[argv.index("--find-links") + 1] == node_dir
+        assert case["horovod_pin"] == (
             f"horovod==0.28.1 --hash=sha256:{'ab' * 32}  # horovod-0.28.1-cp311-cp311-linux_x86_64.whl\n")
-    node_dir = "/var/cache/hpcml/wheelhouse/debian12-cp311-x86_64-cpu"
-    horovod = "--requirement /var/cache/hpcml/wheelhouse/horovod-debian12-cp311-x86_64-cpu.txt"
-    assert cpu["requirements"].splitlines() == [f"--requirement {node_dir}/lock.txt", horovod]
-    assert gpu["requirements"].splitlines() == [f"--requirement {node_dir}/lock.txt",
-                                                f"--requirement {node_dir}/lock-cuda.txt", horovod]
-    assert "--exclude=nvidia_*" in cpu["sync"] and "--exclude=nvidia_*" not in gpu["sync"]
+        assert case["requirements"].splitlines() == [
+            "--requirement /var/cache/hpcml/wheelhouse/pins-debian12-cp311-x86_64-cpu.txt",
+            "--requirement /var/cache/hpcml/wheelhouse/horovod-debian12-cp311-x86_64-cpu.txt"]
+        pinned(case["pins"])
+
+
+def test_a_cpu_node_gets_tensorflow_and_the_cpu_build_of_torch_with_torchs_setuptools(rendered):
+    pins = pinned(rendered["steps"]["cpu"]["pins"])
+    tensorflow, torch = lock(LOCKS / "cp311-x86_64.txt"), lock(TORCH_LOCKS / "cp311-x86_64-cpu.txt")
+    assert pins == {**{n: v for n, v in tensorflow.items() if n not in torch}, **torch}
+    assert pins["torch"][0] == f"{TORCH}+cpu" and pins["tensorflow"][0] == "2.15.1"
+    # The one pin the locks disagree on: Horovod's build keeps 69.5.1 in its own venv, the environment takes torch's.
+    assert tensorflow["setuptools"][0] == "69.5.1" and pins["setuptools"][0] == "81.0.0"
+    assert not [n for n in pins if n.startswith(("nvidia-", "cuda-")) or n == "triton"]
+
+
+def test_a_gpu_node_gets_both_cuda_stacks_and_one_nccl(rendered):
+    pins = pinned(rendered["steps"]["gpu"]["pins"])
+    tensorflow_cuda, torch = lock(LOCKS / "cp311-x86_64-cuda.txt"), lock(TORCH_LOCKS / "cp311-x86_64-cuda.txt")
+    assert pins["torch"][0] == TORCH and pins["nvidia-cuda-runtime"][0].startswith("13.")
+    assert pins["nvidia-cudnn-cu12"][0] == "8.9.4.25" and pins["nvidia-cudnn-cu13"] == torch["nvidia-cudnn-cu13"]
+    # nvidia-nccl-cu12 and -cu13 both install nvidia/nccl/lib/libnccl.so.2: torch requires its own.
+    assert "nvidia-nccl-cu12" not in pins and pins["nvidia-nccl-cu13"] == torch["nvidia-nccl-cu13"]
+    assert set(pins) == (set(lock(LOCKS / "cp311-x86_64.txt")) | set(tensorflow_cuda) | set(torch)) - {"nvidia-nccl-cu12"}
+    without = pinned(rendered["steps"]["gpu_without_torch"]["pins"])
+    assert without == {**lock(LOCKS / "cp311-x86_64.txt"), **tensorflow_cuda}
+
+
+def test_each_node_is_sent_the_wheels_of_its_own_pins_only(rendered):
+    cpu, gpu = rendered["steps"]["cpu"]["sync"], rendered["steps"]["gpu"]["sync"]
+    cpu_files = {v[2] for v in pinned(rendered["steps"]["cpu"]["pins"]).values()}
+    gpu_files = {v[2] for v in pinned(rendered["steps"]["gpu"]["pins"]).values()}
+    for sync, files in ((cpu, cpu_files), (gpu, gpu_files)):
+        assert not [f for f in files if f"--exclude={f}" in sync]
+    assert "--exclude=nvidia_*" in cpu and "--exclude=nvidia_*" not in gpu
+    assert f"--exclude=torch-{TORCH}-cp311-cp311-manylinux_2_28_x86_64.whl" in cpu
+    assert "--exclude=lock-torch-cuda.txt" in cpu and "--exclude=lock-torch-cpu.txt" not in cpu
+    assert f"--exclude=torch-{TORCH}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl" in gpu
+    assert "--exclude=lock-torch-cpu.txt" in gpu and "--exclude=lock-torch-cuda.txt" not in gpu
+    assert "--exclude=nvidia_nccl_cu12-2.16.5-py3-none-manylinux1_x86_64.whl" in gpu
+    # Wheels both locks share (MarkupSafe) go to every node.
+    assert not [a for a in cpu + gpu if "markupsafe" in a]
 
 
 def test_an_installed_horovod_from_another_wheel_is_replaced_once(rendered):
@@ -187,14 +261,68 @@ def test_an_installed_horovod_from_another_wheel_is_replaced_once(rendered):
 
 
 def test_downloads_and_the_build_check_hashes_and_carry_no_credentials(rendered):
-    downloads = rendered["downloads"]
+    downloads = {k: v for k, v in rendered["downloads"].items() if k != "build_sync"}
     for argv in downloads.values():
         assert {"--require-hashes", "--no-deps"} <= set(argv)
         assert not any(rendered["secret"] in a or "index-url" in a for a in argv)
+    # TensorFlow's locks in one call, each of torch's builds in its own: their setuptools and torch pins differ.
     assert [a for a in downloads["download"] if a.startswith("--requirement")] == ["--requirement=/w/lock.txt"]
-    assert downloads["download"][downloads["download"].index("--python-version") + 1] == "3.11"
+    assert [a for a in downloads["torch_download"] if a.startswith("--requirement")] == ["--requirement=/w/lock-torch-cpu.txt"]
+    for name in ("download", "torch_download"):
+        assert downloads[name][downloads[name].index("--python-version") + 1] == "3.11"
+    torch = downloads["torch_download"]
+    # The wheelhouse is a source: the CPU wheel fetched there on its own before pip runs.
+    assert torch[torch.index("--find-links") + 1].endswith("/wheelhouse/debian12-cp311-x86_64-cpu")
+    # torch's CUDA wheels name glibc baselines pip does not widen to from manylinux_2_28 (cuDNN: 2_27, NCCL: 2_18).
+    assert {f"--platform=manylinux{tag}_x86_64" for tag in ("_2_27", "_2_18", "2014")} <= set(torch)
     assert "--no-binary=:all:" in downloads["source"]
     assert "--no-binary=horovod" in downloads["build"]  # never a wheel an earlier install left on the build host
+    # The build host compiles Horovod in TensorFlow's environment: none of torch's own wheels are copied there.
+    build_sync = rendered["downloads"]["build_sync"]
+    assert f"--exclude=torch-{TORCH}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl" in build_sync
+    assert not [a for a in build_sync if "markupsafe" in a or "typing_extensions" in a]
+
+
+# PyTorch's locks: hashed, the right build for each kind of node, and one environment with TensorFlow's.
+def test_every_line_of_the_torch_locks_is_a_hashed_pin():
+    for path in sorted(TORCH_LOCKS.glob("*.txt")):
+        for name, (version, _, file) in lock(path).items():
+            assert canonical(file).startswith(f"{name}-{canonical(version)}-"), file
+            assert file.endswith(".whl") and re.search(r"(any|manylinux\w*_x86_64)\.whl$", file), file
+    assert sorted(p.name for p in TORCH_LOCKS.glob("*.txt")) == ["cp311-x86_64-cpu.txt", "cp311-x86_64-cuda.txt"]
+
+
+def test_the_cpu_lock_pins_the_cpu_build_and_nothing_of_cuda():
+    locked = lock(TORCH_LOCKS / "cp311-x86_64-cpu.txt")
+    assert locked["torch"] == (f"{TORCH}+cpu", TORCH_CPU_SHA256, "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+    assert set(locked) == TORCH_CPU_CLOSURE
+    assert not [n for n in locked if n.startswith(("nvidia-", "cuda-")) or n == "triton"]
+
+
+def test_the_cpu_wheel_pinned_is_the_machine_images():
+    if not TORCH_CPU_WHEEL.is_file():
+        pytest.skip(f"{TORCH_CPU_WHEEL} is not on this machine")
+    assert hashlib.sha256(TORCH_CPU_WHEEL.read_bytes()).hexdigest() == TORCH_CPU_SHA256
+
+
+def test_the_cuda_lock_is_pypis_cuda_build_with_the_cpu_locks_other_pins():
+    cpu, cuda = lock(TORCH_LOCKS / "cp311-x86_64-cpu.txt"), lock(TORCH_LOCKS / "cp311-x86_64-cuda.txt")
+    assert cuda["torch"][0] == TORCH and cuda["torch"][2] == f"torch-{TORCH}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    # torch 2.13.0's METADATA: cuda-toolkit[...]==13.0.3, cuDNN 9.20.0.48, NCCL 2.29.7, triton 3.7.1.
+    assert {n: cuda[n][0] for n in ("cuda-toolkit", "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "triton")} == {
+        "cuda-toolkit": "13.0.3.0", "nvidia-cudnn-cu13": "9.20.0.48", "nvidia-nccl-cu13": "2.29.7", "triton": "3.7.1"}
+    assert cuda["nvidia-cuda-runtime"][0].startswith("13.0.")
+    assert {n: v for n, v in cuda.items() if n in cpu and n != "torch"} == {n: v for n, v in cpu.items() if n != "torch"}
+
+
+def test_torch_and_tensorflow_share_versions_but_setuptools():
+    tensorflow = lock(LOCKS / "cp311-x86_64.txt")
+    for path in TORCH_LOCKS.glob("*.txt"):
+        torch = lock(path)
+        differ = {n for n in set(torch) & set(tensorflow) if torch[n][0] != tensorflow[n][0]}
+        assert differ == {"setuptools"}, path.name
+        # torch needs setuptools>=77.0.3; TensorBoard 2.15 imports pkg_resources, gone from setuptools 82.
+        assert 77 <= int(torch["setuptools"][0].split(".")[0]) < 82
 
 
 # The Horovod wheel's recorded sha256, checked by the role's own tasks: first as built, then after a change.
@@ -242,10 +370,10 @@ def test_preflight_refuses_credentials_in_the_download_options_without_printing_
 
 
 # Index credentials: the role's download steps, against a local index that wants them.
-def tiny_wheel(name: str) -> bytes:
+def tiny_wheel(name: str, version: str = "1.0") -> bytes:
     buffer = io.BytesIO()
-    info = f"{name}-1.0.dist-info"
-    files = {f"{name}/__init__.py": "", f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": "", f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
              f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     files[f"{info}/RECORD"] = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(buffer, "w") as archive:
@@ -311,7 +439,7 @@ def test_index_credentials_reach_pip_but_no_command_line_or_log(tmp_path):
     with http_stub.serving(Index) as port:
         run = play(tmp_path, role_tasks("python_env", "10-wheelhouse"), extravars={
             "_python_env_build_facts": BUILD_FACTS, "python_env_wheelhouse": str(wheelhouse),
-            "python_env_lock_dir": str(locks), "python_env_horovod_gpu": "false",
+            "python_env_lock_dir": str(locks), "python_env_horovod_gpu": "false", "python_env_torch_enabled": False,
             "python_env_pip_index_url": f"http://hpcml:{secret}@127.0.0.1:{port}/simple/"},
             verbosity=3)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -323,3 +451,138 @@ def test_index_credentials_reach_pip_but_no_command_line_or_log(tmp_path):
     # -vvv shows the environment on the module's command line: only the file's path, and the file is gone.
     configs = set(re.findall(r"PIP_CONFIG_FILE=(\S+?\.pip\.conf)", run.stdout))
     assert len(configs) == 1 and not Path(configs.pop()).exists()
+
+
+# PyTorch's CPU wheel is not on the index: the role fetches it from python_env_torch_cpu_url, checked against the lock,
+# and pip takes it from the wheelhouse beside the dependencies the index gives.
+def torch_download(tmp_path, cpu_served: bool):
+    torch_name, dep_name = "torch", "hpcml_locktest_torchdep"
+    torch_file, dep_file = "torch-1.0+cpu-py3-none-any.whl", f"{dep_name}-1.0-py3-none-any.whl"
+    files = {torch_file: tiny_wheel(torch_name, "1.0+cpu"), dep_file: tiny_wheel(dep_name)}
+    seen = []
+
+    class Index(http_stub.Handler):
+        def do_GET(self):
+            path = urllib.parse.unquote(self.path)
+            seen.append((path, self.headers.get("Authorization")))
+            parts = path.strip("/").split("/")
+            if parts[:1] == ["simple"] and len(parts) == 2:
+                links = "".join(f'<a href="/files/{f}#sha256={hashlib.sha256(files[f]).hexdigest()}">{f}</a>'
+                                for f in (dep_file,) if canonical(f).startswith(canonical(parts[1]) + "-"))
+                self.send_body(f"<html><body>{links}</body></html>".encode(), "text/html")
+            elif parts[:1] == ["files"] and parts[-1] == dep_file:
+                self.send_body(files[dep_file])
+            elif parts[:1] == ["cpu"] and parts[-1] == torch_file and cpu_served:
+                self.send_body(files[torch_file])
+            else:
+                self.send_error(404)
+
+    locks, torch_locks = tmp_path / "locks", tmp_path / "torch-locks"
+    locks.mkdir()
+    torch_locks.mkdir()
+    (locks / "cp311-x86_64.txt").write_text("")  # nothing of TensorFlow's: this is about torch's download
+    (locks / "horovod-0.28.1.txt").write_text("")
+    (torch_locks / "cp311-x86_64-cpu.txt").write_text("".join(
+        f"{n}=={v} --hash=sha256:{hashlib.sha256(files[f]).hexdigest()}  # {f}\n"
+        for n, v, f in [(torch_name, "1.0+cpu", torch_file), (dep_name, "1.0", dep_file)]))
+    wheelhouse = tmp_path / "wheelhouse"
+    secret = "t0rch-secret-9c2e"
+    with http_stub.serving(Index) as port:
+        run = play(tmp_path, role_tasks("python_env", "10-wheelhouse"), extravars={
+            "_python_env_build_facts": BUILD_FACTS, "python_env_wheelhouse": str(wheelhouse),
+            "python_env_lock_dir": str(locks), "python_env_torch_lock_dir": str(torch_locks),
+            "python_env_horovod_gpu": "false", "python_env_torch_cpu_url": f"http://127.0.0.1:{port}/cpu/",
+            "python_env_pip_index_url": f"http://hpcml:{secret}@127.0.0.1:{port}/simple/"})
+    return run, wheelhouse, files, seen, secret
+
+
+def test_the_cpu_wheel_is_fetched_on_its_own_and_pip_takes_it_from_the_wheelhouse(tmp_path):
+    run, wheelhouse, files, seen, secret = torch_download(tmp_path, cpu_served=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert sorted(p.name for p in wheelhouse.glob("*/*.whl")) == sorted(files)
+    assert ("/cpu/torch-1.0+cpu-py3-none-any.whl", None) in seen  # the public CPU URL is asked without credentials
+    assert [auth for path, auth in seen if path.startswith(("/simple", "/files"))] and all(
+        auth for path, auth in seen if path.startswith(("/simple", "/files")))
+    assert secret not in run.stdout + run.stderr
+
+
+def test_a_cpu_wheel_nowhere_to_be_had_fails_the_download_saying_where_it_looked(tmp_path):
+    run, wheelhouse, _, _, _ = torch_download(tmp_path, cpu_served=False)
+    text = " ".join(run.stdout.split())
+    assert run.returncode != 0 and run.failed == 1
+    assert "Could not fetch torch-1.0+cpu-py3-none-any.whl from http://127.0.0.1:" in text
+    assert "Download PyTorch's wheels" in text and not list(wheelhouse.glob("*/torch-*.whl"))
+
+
+# Preflight's refusals for PyTorch: no lock for the node's build, a lock that pins the wrong build or leaves a line
+# unhashed, and a GPU node whose driver is older than the CUDA build needs.
+def preflight(tmp_path, **extravars):
+    tasks = [*SHARED_VALUES, {"name": "role defaults", "ansible.builtin.include_vars": str(ROLE / "defaults" / "main.yml")},
+             {"name": "role vars", "ansible.builtin.include_vars": str(ROLE / "vars" / "main.yml")},
+             {"name": "preflight", "ansible.builtin.include_tasks": str(ROLE / "tasks" / "00-preflight.yml")}]
+    return play(tmp_path, tasks, extravars={"role_path": str(ROLE), "_python_env_build_facts": BUILD_FACTS, **extravars})
+
+
+def torch_lock_dir(tmp_path, cpu: str | None = None, cuda: str | None = None) -> str:
+    folder = tmp_path / "torch-locks"
+    folder.mkdir()
+    for flavour, text in (("cpu", cpu), ("cuda", cuda)):
+        if text is not None:
+            (folder / f"cp311-x86_64-{flavour}.txt").write_text(text)
+    return str(folder)
+
+
+def test_preflight_passes_a_gpu_node_with_its_lock_and_a_new_enough_driver(tmp_path):
+    run = preflight(tmp_path, python_env_cuda_wheels=True, python_env_nvidia_driver_version="580.95.05")
+    assert run.returncode == 0 and run.failed == 0, run.stdout[-3000:]
+
+
+def test_preflight_refuses_a_gpu_node_without_the_cuda_builds_lock(tmp_path):
+    folder = torch_lock_dir(tmp_path, cpu=(TORCH_LOCKS / "cp311-x86_64-cpu.txt").read_text())
+    run = preflight(tmp_path, python_env_cuda_wheels=True, python_env_nvidia_driver_version="580.95.05",
+                    python_env_torch_lock_dir=folder)
+    assert run.refused(f"node001 takes PyTorch {TORCH}'s CUDA build (a GPU node: python_env_cuda_wheels), but there is "
+                       f"no hash lock {folder}/cp311-x86_64-cuda.txt")
+    assert run.refused("tools/python_env_lock.py --only torch --python-version 3.11 --arch x86_64")
+
+
+def test_preflight_refuses_a_cpu_node_without_the_cpu_builds_lock(tmp_path):
+    folder = torch_lock_dir(tmp_path, cuda=(TORCH_LOCKS / "cp311-x86_64-cuda.txt").read_text())
+    run = preflight(tmp_path, python_env_torch_lock_dir=folder)
+    assert run.refused(f"node001 takes PyTorch {TORCH}'s CPU build (a CPU node), but there is no hash lock "
+                       f"{folder}/cp311-x86_64-cpu.txt")
+
+
+@pytest.mark.parametrize("change", ["cuda build", "nvidia wheel", "unhashed line"])
+def test_preflight_refuses_a_cpu_lock_that_is_not_the_cpu_build_all_hashed(tmp_path, change):
+    text = (TORCH_LOCKS / "cp311-x86_64-cpu.txt").read_text()
+    if change == "cuda build":
+        text = text.replace(f"torch=={TORCH}+cpu ", f"torch=={TORCH} ")
+    elif change == "nvidia wheel":
+        text += re.search(r"(?m)^nvidia-nccl-cu13==.*\n", (TORCH_LOCKS / "cp311-x86_64-cuda.txt").read_text()).group(0)
+    else:
+        text += "numpy==1.26.4\n"
+    run = preflight(tmp_path, python_env_torch_lock_dir=torch_lock_dir(tmp_path, cpu=text))
+    assert run.refused(f"cp311-x86_64-cpu.txt must pin torch=={TORCH}+cpu (cpu build), every line with --hash=sha256, "
+                       "and for CPU nodes no nvidia-*, cuda-* or triton wheels")
+
+
+@pytest.mark.parametrize(("given", "shown"), [
+    ({"python_env_nvidia_driver_version": "570.172.08"}, "the node has driver 570.172.08"),
+    # By default the driver the node layer's nvidia_driver role recorded installing.
+    ({"node_facts_records": {"nvidia_driver": {"version": "535.247.01"}}}, "the node has driver 535.247.01"),
+    # Else the driver nvidia-smi reported to node_facts.
+    ({"node_facts_hardware": {"gpu_steps": "run", "driver_version": "550.54.15"}}, "the node has driver 550.54.15"),
+    ({}, "no driver version is known for the node (run the node layer first, or set python_env_nvidia_driver_version)"),
+], ids=["set", "node layer record", "loaded driver", "unknown"])
+def test_preflight_refuses_a_gpu_node_whose_driver_is_older_than_the_cuda_build_needs(tmp_path, given, shown):
+    run = preflight(tmp_path, python_env_cuda_wheels=True, **given)
+    runtime = lock(TORCH_LOCKS / "cp311-x86_64-cuda.txt")["nvidia-cuda-runtime"][0]
+    assert run.refused(f"node001 takes PyTorch {TORCH}'s CUDA build (CUDA runtime {runtime}), which needs NVIDIA driver "
+                       f"580.65.06 or newer; {shown}.")
+
+
+def test_preflight_leaves_torch_alone_when_it_is_not_wanted(tmp_path):
+    run = preflight(tmp_path, python_env_cuda_wheels=True, python_env_torch_enabled=False,
+                    python_env_nvidia_driver_version="470.256.02", python_env_torch_lock_dir=str(tmp_path / "none"))
+    assert run.returncode == 0 and run.failed == 0, run.stdout[-3000:]

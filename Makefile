@@ -18,6 +18,9 @@ HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-cl
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
+	@echo "make lint, make unit, make molecule, make e2e   the parts of make test, one at a time"
+	@echo "make deps      host packages and the control host's venv (.venv);  make host-deps  the packages alone"
+	@echo "make lab-image build the lab's node image (debootstrap, cached)"
 	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
 	@echo "make bench     peer baselines on the lab (after make demo): benchrunner vs Horovod's synthetic benchmark and a plain DDP loop, allreduce sweeps vs iperf3"
 	@echo "make image     build the Kubernetes benchmark image (CPU) with podman; make image-push IMAGE=... pushes it"
@@ -26,6 +29,8 @@ help:
 	@echo "make apiserver    build a real kube-apiserver 1.20.2 from Debian's source (cached; ~20 min the first time)"
 	@echo "make apiserver-check  apply the kubernetes role and a benchrunner MPIJob to that API server (docs/apiserver.md)"
 	@echo "make gpu-record  on one NVIDIA GPU machine, offline: nvidia-smi, facts, GPU checks, PyTorch ResNet-50 (build/gpu-record)"
+	@echo "make docs      write each role's README from its argument specs"
+	@echo "make clean     remove results/ and .cache/;  make distclean  also the lab, its node image, the venv and the wheelhouse"
 
 host-deps:
 	@missing=$$(for p in $(HOST_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \

@@ -39,10 +39,18 @@ host-deps:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
+# PyTorch's CPU build on the control host, for its own tests of the pytorch-ddp path (python_env's version): from
+# pip's sources where they hold that build (this machine image's find-links do), else from PyTorch's CPU index
+# (about 200 MB); never PyPI's default build, which pulls about 3 GB of CUDA wheels.
+TORCH_VERSION ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 $(VENV)/.installed: requirements-control.txt benchrunner/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements-control.txt
+	$(VENV)/bin/pip download -q --no-index --no-deps -d $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu 2>/dev/null \
+	  || $(VENV)/bin/pip download -q --no-deps --index-url $(TORCH_CPU_INDEX) -d $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu
+	$(VENV)/bin/pip install -q --find-links $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu
 	$(VENV)/bin/pip install -q --no-build-isolation -e 'benchrunner[control,test]'
 	touch $@
 

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -252,3 +253,11 @@ def test_a_framework_no_launcher_of_a_stack_starts_is_refused(campaign_file):
     with pytest.raises(results.ResultError, match="no launcher of stack baremetal \\(torchrun\\) starts "
                                                   "tensorflow-horovod ranks"):
         campaign.load(campaign_file({**LAB, "launchers": {"baremetal": "torchrun"}}))
+
+
+@pytest.mark.parametrize("name", ["lab.yml", "gpu-cluster.yml"])
+def test_the_shipped_campaigns_load_and_cross_both_frameworks(name):
+    path = Path(__file__).resolve().parents[1] / "campaigns" / name
+    document = campaign.load(path)
+    trained = {p.get("framework", "tensorflow-horovod") for p in campaign.points(document) if p["program"] == "train"}
+    assert trained == {"tensorflow-horovod", "pytorch-ddp"}

@@ -9,8 +9,8 @@ build/gpu-record/<date>-<hostname>/):
                           fails the run at the end, never skipped)
   facts-*.json            gpu_facts, rdma_facts, gpudirect_facts as run on the machine (through ansible-core when it
                           is importable, else through tools/gpu_record_module.py's stand-in for AnsibleModule)
-  validate.json           playbooks/validate.yml's GPU checks (roles/node_validation/tasks/10-node.yml), judged from
-                          those facts
+  validate.json           playbooks/validate.yml's checks of this node, from the play itself run here (connection
+                          local; validation/ keeps its node-validation summary)
   runs/<point>/           each training point's run: raw/rank-00000.json (benchrunner train --output-dir), then
                           summary.json and report.md (benchrunner summarize); logs/ holds what both printed
   numbers.md              images/s with the 95% interval per point; manifest.json: date, host, GPU, driver, torch
@@ -37,9 +37,17 @@ MODULES = PROJECT / "collections" / "ansible_collections" / "hpcml" / "cluster" 
 FACTS_MODULES = ("gpu_facts", "rdma_facts", "gpudirect_facts")
 SMI_COMMANDS = (("nvidia-smi-q-x", ["-q", "-x"]), ("nvidia-smi-q", ["-q"]), ("nvidia-smi-topo-m", ["topo", "-m"]),
                 ("nvidia-smi-version", ["--version"]))
-# The validation play's NCCL probe: the file the libnccl.so.2 soname link resolves to names the full version.
-NCCL_PROBE = ("set -o pipefail; ldconfig -p | sed -n 's/^[[:space:]]*libnccl\\.so\\.2 .*=> //p' | xargs -r readlink -f "
-              "| sed -n 's/.*libnccl\\.so\\.\\([0-9]\\{1,\\}\\.[0-9]\\{1,\\}\\.[0-9]\\{1,\\}\\)$/\\1/p' | sort -V | tail -1")
+# ansible-playbook from whichever Python has ansible-core (carried as a wheel where none is installed).
+PLAYBOOK_CLI = "import sys; from ansible.cli.playbook import main; sys.argv[0] = 'ansible-playbook'; main()"
+# This machine as the play's one node.
+VALIDATE_INVENTORY = """all:
+  children:
+    nodes:
+      hosts:
+        localhost:
+          ansible_connection: local
+          ansible_python_interpreter: {python}
+"""
 TORCH_PROBE = """
 import json, sys, torch, torch.distributed
 cuda = torch.cuda.is_available()
@@ -154,62 +162,26 @@ def run_facts(rec: Recorder, python: str, runner: str, args_file: Path) -> dict[
     return facts
 
 
-def check(status: str, text: str | None = None, **detail) -> dict:
-    """One check as the validation summary writes it: pass/fail/skip, with a detail or a reason."""
-    key = "detail" if status == "pass" else "reason"
-    return {"status": status, key: text if text is not None else detail}
-
-
-def validate(facts: dict[str, dict], nccl: str | None, driver_record: dict | None) -> dict:
-    """playbooks/validate.yml's GPU checks (roles/node_validation/tasks/10-node.yml, 'Judge the node'), on this
-    machine's facts. No role chose a GPUDirect route here, so the route is whichever the node can use."""
-    gpu, rdma, direct = facts.get("hpcml_gpu"), facts.get("hpcml_rdma"), facts.get("hpcml_gpudirect")
-    checks = {}
-    if gpu is None:
-        checks["nvidia_smi"] = check("fail", "gpu_facts gave no facts (facts-gpu_facts.err)")
-    elif not gpu["present"]:
-        checks["nvidia_smi"] = check("skip", gpu["reason"])
-    elif gpu["driver_count"] == gpu["pci_count"]:
-        checks["nvidia_smi"] = check("pass", f"{gpu['driver_count']} GPU(s) answer, driver {gpu['driver_version']}")
-    else:
-        answering = f"{gpu['driver_count']} of {gpu['pci_count']} GPUs answer nvidia-smi"
-        checks["nvidia_smi"] = check("fail", gpu["reason"] or answering)
-    both = bool(gpu and rdma and gpu["present"] and rdma["present"])
-    if direct is None:
-        for name in ("peermem_loaded", "gpudirect_route", "gpu_nic_topology"):
-            checks[name] = check("fail", "gpudirect_facts gave no facts (facts-gpudirect_facts.err)")
-    elif not both:
-        for name in ("peermem_loaded", "gpudirect_route", "gpu_nic_topology"):
-            checks[name] = check("skip", direct["reason"])
-    else:
-        routes, route = direct["routes"], direct["route"]
-        if route == "dmabuf":
-            checks["peermem_loaded"] = check("skip", "GPUDirect RDMA goes through dmabuf here, not nvidia-peermem")
-        elif routes["peermem"]["available"]:
-            checks["peermem_loaded"] = check("pass", "peer-memory client registered: " + ", ".join(routes["peermem"]["signs"]))
-        else:
-            checks["peermem_loaded"] = check("fail", routes["peermem"]["reason"])
-        if route is None:
-            checks["gpudirect_route"] = check(
-                "fail", "neither GPUDirect RDMA route is available on a node with GPUs and RDMA adapters: "
-                f"peermem: {routes['peermem']['reason']}; dmabuf: {routes['dmabuf']['reason']}")
-        elif route == "dmabuf" and not nccl:
-            checks["gpudirect_route"] = check("fail", "route dmabuf: no NCCL found (ldconfig -p lists no libnccl.so.2)")
-        else:
-            checks["gpudirect_route"] = check("pass", route=route, chosen_by_role=False, signs=routes[route])
-        if direct["topology_problem"]:
-            checks["gpu_nic_topology"] = check("fail", direct["topology_problem"])
-        else:
-            checks["gpu_nic_topology"] = check("pass", nearest_nics=direct["nearest_nics"],
-                                               gpus_far_from_nic=direct["gpus_far_from_nic"])
-    if driver_record is None:
-        checks["reboot_pending"] = check("skip", "no nvidia_driver record on this machine (the node layer did not run here)")
-    elif driver_record.get("reboot_required"):
-        checks["reboot_pending"] = check("fail", "the installed driver needs a reboot to load (nvidia_driver_reboot)")
-    else:
-        checks["reboot_pending"] = check("pass", "no reboot pending")
-    versions = {"driver": (gpu or {}).get("driver_version"), "cuda": (gpu or {}).get("cuda_version"), "nccl": nccl or None}
-    return {"versions": versions, "checks": checks}
+def run_validation(rec: Recorder, python: str) -> None:
+    """playbooks/validate.yml itself on this machine (connection local), so its GPU checks are the role's own; its
+    node-validation summary goes to validation/. Without ansible-core there is no play to run: said, and a problem."""
+    argv = [python, "-c", PLAYBOOK_CLI, "-i", str(rec.write("validate-inventory.yml", VALIDATE_INVENTORY.format(
+        python=python))), str(PROJECT / "playbooks" / "validate.yml"), "-e", f"cluster_results_dir={rec.out}/validation"]
+    probe = subprocess.run([python, "-c", "import ansible.cli.playbook"], capture_output=True, text=True, env=rec.env,
+                           check=False)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no error text"])[-1]
+        rec.skip("validate-play", argv, f"the validation play needs ansible-core, which does not import here ({last}); "
+                 "carry its wheel")
+        rec.problems.append("validate-play: not run, ansible-core does not import (validate-play.skipped)")
+        return
+    done = rec.run("validate-play", argv, timeout=600, env=dict(rec.env, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg")))
+    summary = rec.out / "validation" / "node-validation" / "latest.json"
+    if done is not None and not summary.is_file():
+        rec.problems.append(f"validate-play: the play passed but wrote no {summary}")
+    elif done is not None:
+        node = json.loads(summary.read_text())["nodes"]["localhost"]
+        rec.write_json("validate.json", {"versions": node["versions"], "checks": node["checks"]})
 
 
 def points(mode: str, args) -> list[dict]:
@@ -356,10 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         if parsed is not None:
             from_recorded = json.loads(parsed.stdout)
             rec.write_json("facts-from-recorded-nvidia-smi.json", from_recorded)
-    nccl = rec.run("nccl-version", ["bash", "-c", NCCL_PROBE], timeout=60, required=False)
-    record_file = Path("/etc/ansible/facts.d/hpcml_nvidia_driver.fact")
-    driver_record = json.loads(record_file.read_text()) if record_file.is_file() else None
-    rec.write_json("validate.json", validate(facts, nccl.stdout.strip() if nccl else None, driver_record))
+    run_validation(rec, args.python)
 
     results = [measure(rec, args.python, point, deadline, train_env) for point in points(mode, args)]
     for r in results:

@@ -53,6 +53,14 @@ def test_every_launcher_declares_its_contract():
         assert len(owners) == 1 and stack in launchers.stacks_of(owners[0]), stack
 
 
+def test_every_framework_declares_its_contract():
+    for name in frameworks.names():
+        module = frameworks.get(name)
+        for entry in ("train", "allreduce", "rank_environment", "versions", "model_settings", "input_settings"):
+            assert callable(getattr(module, entry)), (name, entry)
+        assert set(module.BEFORE_RECORDED) <= set(frameworks.setting_names(name)), name
+
+
 def test_no_two_frameworks_share_a_setting_name():
     seen: dict[str, str] = {}
     for name in frameworks.names():

@@ -216,8 +216,7 @@ def complete_record(record: dict[str, Any]) -> dict[str, Any]:
     """A recorded workload with the settings it predates filled in as they were then, so runs from before and
     after compare on every axis."""
     completed = {**BEFORE_RECORDED, **record}
-    before = getattr(frameworks.get(completed["framework"]), "BEFORE_RECORDED", {})
-    return {**before, **completed}
+    return {**frameworks.get(completed["framework"]).BEFORE_RECORDED, **completed}
 
 
 def option_names() -> tuple[str, ...]:

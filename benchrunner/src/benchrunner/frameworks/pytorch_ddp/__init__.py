@@ -20,6 +20,8 @@ NAME = "pytorch-ddp"
 MASTER_PORT = "29500"
 # Settings of the DataLoader that feeds real data; synthetic data is one batch made once on the device.
 LOADER_KEYS = ("dataloader_workers", "pin_memory")
+# Settings older results lack, with what benchrunner did before them: none, every pytorch-ddp result records them all.
+BEFORE_RECORDED: dict[str, Any] = {}
 
 
 def _help(text: str) -> dict[str, str]:

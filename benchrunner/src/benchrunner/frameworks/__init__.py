@@ -5,7 +5,8 @@ it alone (each field's metadata["help"] is its command-line help), and two rank 
 settings, context)` and `allreduce(context, min_bytes, max_bytes)`; with them `rank_environment(first_host)` (what its
 ranks need to find each other where the launcher does not say), `versions(provenance)`, `model_settings(record)` and
 `input_settings(record)` (what a run's page names), and BEFORE_RECORDED (its settings older results lack).
-Importing a framework module imports nothing heavy: each program imports its framework when it runs, so the PyTorch path never loads TensorFlow or Horovod.
+Importing a framework module imports nothing heavy: each program imports its framework when it runs, so the
+PyTorch path never loads TensorFlow or Horovod.
 """
 
 from __future__ import annotations

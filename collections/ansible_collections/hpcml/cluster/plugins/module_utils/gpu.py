@@ -59,12 +59,8 @@ def _attached(root: ET.Element, text: str) -> int | None:
     return int(value)
 
 
-def parse_smi_xml(text: str) -> dict:
-    """The driver, CUDA and per-GPU facts from `nvidia-smi -q -x`.
-
-    `attached_gpus` is how many GPUs the machine has (None where the document does not say); `driver_count` how many
-    the document describes. They differ for `-q -x -i N` and for recordings that keep some GPUs only: then each GPU's
-    `index` (its place among all) is unknown and None."""
+def _document(text: str) -> tuple[ET.Element, list[ET.Element], int | None]:
+    """The root of a `-q -x` document, its <gpu> elements and <attached_gpus>; ParseError when it holds no GPU."""
     try:
         root = ET.fromstring(text)
     except ET.ParseError as error:
@@ -79,6 +75,16 @@ def parse_smi_xml(text: str) -> dict:
         raise parsing.fail(SMI_XML, f"no <gpu> element{said}", text)
     if attached is not None and attached < len(elements):
         raise parsing.fail(SMI_XML, f"{len(elements)} <gpu> elements but <attached_gpus> says {attached}", text)
+    return root, elements, attached
+
+
+def parse_smi_xml(text: str) -> dict:
+    """The driver, CUDA and per-GPU facts from `nvidia-smi -q -x`.
+
+    `attached_gpus` is how many GPUs the machine has (None where the document does not say); `driver_count` how many
+    the document describes. They differ for `-q -x -i N` and for recordings that keep some GPUs only: then each GPU's
+    `index` (its place among all) is unknown and None."""
+    root, elements, attached = _document(text)
     partial = attached is not None and attached > len(elements)
     gpus = []
     for index, gpu in enumerate(elements):
@@ -106,6 +112,108 @@ def parse_smi_xml(text: str) -> dict:
         "attached_gpus": attached,
         "gpus": gpus,
     }
+
+
+# Why a GPU runs below its clocks, as `-q -x` names them: <clocks_event_reasons>/<clocks_event_reason_X> since driver
+# 535, <clocks_throttle_reasons>/<clocks_throttle_reason_X> before (nvsmi DTD and the recorded fixtures). Drivers before
+# 400 lack the thermal and power-brake ones; a reason the document does not hold is None, never "not active".
+CLOCK_EVENT_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                       "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost", "sw_thermal_slowdown",
+                       "display_clocks_setting")
+# Uncorrectable ECC counters under <volatile> and <aggregate>: SRAM and DRAM since Ampere's drivers (595 splits SRAM
+# into parity and SEC-DED), the per-memory <double_bit> block with its <total> before.
+_UNCORRECTABLE = ("sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded",
+                  "dram_uncorrectable", "double_bit/total")
+_CORRECTABLE = ("sram_correctable", "dram_correctable", "single_bit/total")
+
+
+def _count(gpu: ET.Element, path: str, text: str) -> int | None:
+    """A counter's value; None where the driver reports none (N/A, or no such element)."""
+    value = _text(gpu, path)
+    if value is None:
+        return None
+    match = re.match(r"^(\d+)(?:\s*bank\(s\))?$", value)
+    if not match:
+        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {value!r}, not a count", text)
+    return int(match.group(1))
+
+
+def _flag(gpu: ET.Element, path: str, text: str, yes: str = "Yes", no: str = "No") -> bool | None:
+    value = _text(gpu, path)
+    if value is None:
+        return None
+    if value not in (yes, no):
+        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {value!r}, neither {yes} nor {no}", text)
+    return value == yes
+
+
+def _sum(gpu: ET.Element, paths: tuple[str, ...], text: str) -> int | None:
+    """The sum of the counters reported; None when none is."""
+    counts = [count for count in (_count(gpu, path, text) for path in paths) if count is not None]
+    return sum(counts) if counts else None
+
+
+def _clock_events(gpu: ET.Element, text: str) -> dict[str, bool | None]:
+    for block, prefix in (("clocks_event_reasons", "clocks_event_reason_"),
+                          ("clocks_throttle_reasons", "clocks_throttle_reason_")):
+        if gpu.find(block) is not None:
+            return {name: _flag(gpu, f"{block}/{prefix}{name}", text, "Active", "Not Active")
+                    for name in CLOCK_EVENT_REASONS}
+    return dict.fromkeys(CLOCK_EVENT_REASONS)
+
+
+def _width(gpu: ET.Element, path: str, text: str) -> int | None:
+    """'16x' -> 16."""
+    value = _text(gpu, path)
+    if value is None:
+        return None
+    match = re.match(r"^(\d+)x$", value)
+    if not match:
+        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {value!r}, not a width like 16x", text)
+    return int(match.group(1))
+
+
+def gpu_counters(text: str) -> list[dict]:
+    """Each GPU's health counters from `nvidia-smi -q -x`: uncorrectable and correctable ECC errors (volatile: since
+    the driver loaded; aggregate: the GPU's life), retired pages (before Ampere) and remapped rows (Ampere and later),
+    the clock event (throttle) reasons and the PCIe link's current and maximum generation and width. A counter the
+    driver does not report (N/A, or an element older drivers lack) is None: not reported, never zero."""
+    _, elements, _ = _document(text)
+    link = "pci/pci_gpu_link_info"
+    counters = []
+    for gpu in elements:
+        pending = [_flag(gpu, f"retired_pages/{name}", text) for name in ("pending_retirement", "pending_blacklist")]
+        counters.append({
+            "pci_bus_id": gpu.get("id"),
+            "name": _text(gpu, "product_name"),
+            "performance_state": _text(gpu, "performance_state"),
+            "ecc": {
+                "volatile_uncorrectable": _sum(gpu, tuple(f"ecc_errors/volatile/{p}" for p in _UNCORRECTABLE), text),
+                "aggregate_uncorrectable": _sum(gpu, tuple(f"ecc_errors/aggregate/{p}" for p in _UNCORRECTABLE), text),
+                "volatile_correctable": _sum(gpu, tuple(f"ecc_errors/volatile/{p}" for p in _CORRECTABLE), text),
+                "aggregate_correctable": _sum(gpu, tuple(f"ecc_errors/aggregate/{p}" for p in _CORRECTABLE), text),
+            },
+            "retired_pages": {
+                "single_bit": _count(gpu, "retired_pages/multiple_single_bit_retirement/retired_count", text),
+                "double_bit": _count(gpu, "retired_pages/double_bit_retirement/retired_count", text),
+                # Drivers name the same flag pending_blacklist (older) and pending_retirement (newer).
+                "pending": True if True in pending else (False if False in pending else None),
+            },
+            "remapped_rows": {
+                "correctable": _count(gpu, "remapped_rows/remapped_row_corr", text),
+                "uncorrectable": _count(gpu, "remapped_rows/remapped_row_unc", text),
+                "pending": _flag(gpu, "remapped_rows/remapped_row_pending", text),
+                "failure": _flag(gpu, "remapped_rows/remapped_row_failure", text),
+            },
+            "clock_events": _clock_events(gpu, text),
+            "pcie": {
+                "current_gen": _count(gpu, f"{link}/pcie_gen/current_link_gen", text),
+                "max_gen": _count(gpu, f"{link}/pcie_gen/max_link_gen", text),
+                "current_width": _width(gpu, f"{link}/link_widths/current_link_width", text),
+                "max_width": _width(gpu, f"{link}/link_widths/max_link_width", text),
+            },
+        })
+    return counters
 
 
 class _Unread(ValueError):

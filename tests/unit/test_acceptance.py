@@ -1,0 +1,403 @@
+"""Acceptance judging: GPU health counters from recorded `nvidia-smi -q -x`, Xid lines published in issues, NVLink
+error counters, the node's physical limits from facts built with the project's own parsers, and the judge's rules."""
+
+import pytest
+
+from ansible_collections.hpcml.cluster.plugins.module_utils import acceptance, gpu, gpu_errors, limits, parsing, rdma
+
+H100_NAME = "NVIDIA H100 80GB HBM3"
+A100_NAME = "NVIDIA A100-SXM4-80GB"
+
+
+def counters(fixture_text, name):
+    return gpu.gpu_counters(fixture_text(name))
+
+
+def gpu_facts(fixture_text, topo, name, count=None, nvswitches=0):
+    """hpcml_gpu as gpu_facts builds it: the topology parsed from a recorded `topo -m`, a GPU per GPU column."""
+    topology = gpu.parse_topo_matrix(fixture_text(topo))
+    gpus = [d for d in topology["devices"] if d.startswith("GPU")]
+    return {"present": True, "gpus": [{"name": name} for _ in range(count or len(gpus))], "topology": topology,
+            "topology_error": None, "nvswitch_count": nvswitches}
+
+
+def rdma_facts(fixture_text, name):
+    """hpcml_rdma's devices from a recorded ibstat, as sysfs would show them (state in capitals, rate in Gb/s)."""
+    devices = []
+    for device, info in rdma.parse_ibstat(fixture_text(name)).items():
+        ports = [{"port": number, "state": port["state"].upper(), "link_layer": port["link_layer"],
+                  "rate_gbps": float(port["rate"])} for number, port in info["ports"].items()]
+        devices.append({"name": device, "nvswitch_management": False, "ports": ports})
+    return {"present": True, "devices": devices}
+
+
+@pytest.fixture
+def h100(fixture_text):
+    return (gpu_facts(fixture_text, "nvidia-smi-topo-m.ml-engineering.h100-x8-nv18-cpu-numa.txt", H100_NAME),
+            rdma_facts(fixture_text, "ibstat.gpud.47.0.h100.all.active.2.txt"))
+
+
+# --- counters -------------------------------------------------------------------------------------------------
+
+
+def test_counters_of_a_k80_that_lost_memory(fixture_text):
+    first = counters(fixture_text, "nvidia-smi-q-x.openpai.k80-x4-minor-out-of-order.xml")[0]
+    assert first["ecc"] == {"volatile_uncorrectable": 0, "aggregate_uncorrectable": 7, "volatile_correctable": 0,
+                            "aggregate_correctable": 7}
+    assert first["retired_pages"] == {"single_bit": 1, "double_bit": 1, "pending": False}
+    # Kepler has no row remapper and its driver (430) no thermal slowdown reason: not reported, not zero.
+    assert set(first["remapped_rows"].values()) == {None}
+    assert first["clock_events"]["hw_thermal_slowdown"] is None
+    assert first["clock_events"]["applications_clocks_setting"] is True
+
+
+def test_counters_of_new_and_old_element_names(fixture_text):
+    old = counters(fixture_text, "nvidia-smi-q-x.netdata.a100-sxm4-mig.xml")[0]  # clocks_throttle_reasons
+    new = counters(fixture_text, "nvidia-smi-q-x.telegraf.a100-sxm4-mig-1-of-4.xml")[0]  # clocks_event_reasons
+    assert old["clock_events"]["hw_slowdown"] is False and new["clock_events"]["hw_slowdown"] is False
+    # Volatile counts are N/A in the older recording: aggregate alone is reported.
+    assert old["ecc"]["volatile_uncorrectable"] is None and old["ecc"]["aggregate_uncorrectable"] == 0
+    rtx = counters(fixture_text, "nvidia-smi-q-x.netdata.rtx-4090-driver-535.xml")[0]
+    assert rtx["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+    assert rtx["pcie"] == {"current_gen": 1, "max_gen": 3, "current_width": 16, "max_width": 16}
+
+
+def test_counters_refuse_a_value_that_is_no_count(fixture_text):
+    text = fixture_text("nvidia-smi-q-x.netdata.tesla-p100.xml").replace(
+        "<retired_count>0</retired_count>", "<retired_count>lots</retired_count>", 1)
+    with pytest.raises(parsing.ParseError, match=r"retired_count.*'lots', not a count"):
+        gpu.gpu_counters(text)
+
+
+def test_ecc_fails_on_a_k80_with_uncorrectable_errors(fixture_text):
+    result = acceptance.judge_ecc(counters(fixture_text, "nvidia-smi-q-x.openpai.k80-x4-minor-out-of-order.xml"))
+    assert result["status"] == "fail"
+    assert "GPU 0 (00001580:00:00.0): uncorrectable ECC errors, 0 since the driver loaded, 7 in its life" in \
+        result["reason"]
+    assert "GPU 1 (00002DF7:00:00.0)" in result["reason"] and "GPU 2" not in result["reason"]
+
+
+def test_ecc_is_a_skip_where_the_gpu_has_none(fixture_text):
+    result = acceptance.judge_ecc(counters(fixture_text, "nvidia-smi-q-x.netdata.rtx-4090-driver-535.xml"))
+    assert result["status"] == "skip" and "not reported by GPU 0" in result["reason"]
+
+
+def test_ecc_and_memory_repair_pass_on_a_healthy_p100(fixture_text):
+    healthy = counters(fixture_text, "nvidia-smi-q-x.netdata.tesla-p100.xml")
+    assert acceptance.judge_ecc(healthy)["status"] == "pass"
+    assert acceptance.judge_memory_repair(healthy)["status"] == "pass"
+
+
+def test_memory_repair_fails_on_a_pending_remap_and_a_remap_failure(fixture_text):
+    text = fixture_text("nvidia-smi-q-x.netdata.rtx-4090-driver-535.xml")
+    assert acceptance.judge_memory_repair(gpu.gpu_counters(text))["status"] == "pass"
+    broken = text.replace("<remapped_row_pending>No", "<remapped_row_pending>Yes").replace(
+        "<remapped_row_failure>No", "<remapped_row_failure>Yes")
+    result = acceptance.judge_memory_repair(gpu.gpu_counters(broken))
+    assert result["status"] == "fail"
+    assert "row remapping failed" in result["reason"] and "a row remap is pending" in result["reason"]
+
+
+def test_clock_events_fail_on_a_thermal_slowdown(fixture_text):
+    text = fixture_text("nvidia-smi-q-x.telegraf.rtx-3080-driver-595.xml")
+    assert acceptance.judge_clock_events(gpu.gpu_counters(text))["status"] == "pass"
+    hot = text.replace("<clocks_event_reason_hw_thermal_slowdown>Not Active",
+                       "<clocks_event_reason_hw_thermal_slowdown>Active")
+    result = acceptance.judge_clock_events(gpu.gpu_counters(hot))
+    assert result["status"] == "fail" and "clocks slowed by hw_thermal_slowdown" in result["reason"]
+
+
+def test_clock_events_idle_and_application_clocks_do_not_fail_but_missing_reasons_skip(fixture_text):
+    # The K80's application clocks reason is active, its thermal reason N/A: nothing failed, not everything read.
+    result = acceptance.judge_clock_events(counters(fixture_text, "nvidia-smi-q-x.openpai.k80-x4-minor-out-of-order.xml"))
+    assert result["status"] == "skip"
+    assert "hw_thermal_slowdown, hw_power_brake_slowdown" in result["reason"]
+
+
+def test_pcie_link_on_riser_cards_fails(fixture_text):
+    # A mining rig's GTX 1070s on x1 risers, busy (P2): the width lost is a fault whatever the load.
+    result = acceptance.judge_pcie_link(counters(fixture_text, "nvidia-smi-q-x.openpai.gtx-1070-2-of-6.xml"))
+    assert result["status"] == "fail"
+    assert "GPU 0 (00000000:01:00.0): PCIe link degraded, x1 of x16 lanes" in result["reason"]
+
+
+def test_pcie_link_below_its_generation_while_idle_asks_for_a_check_under_load(fixture_text):
+    text = fixture_text("nvidia-smi-q-x.netdata.rtx-4090-driver-535.xml")
+    result = acceptance.judge_pcie_link(gpu.gpu_counters(text))
+    assert result["status"] == "skip"
+    assert result["reason"] == "check under load: GPU 0 (00000000:84:00.0) at Gen1 of Gen3 while idle"
+    busy = text.replace("<clocks_event_reason_gpu_idle>Active", "<clocks_event_reason_gpu_idle>Not Active")
+    assert acceptance.judge_pcie_link(gpu.gpu_counters(busy))["reason"] == \
+        "GPU 0 (00000000:84:00.0): PCIe link degraded, Gen1 of Gen3"
+
+
+def test_pcie_link_at_its_maximum_passes(fixture_text):
+    assert acceptance.judge_pcie_link(counters(fixture_text, "nvidia-smi-q-x.telegraf.rtx-3080-driver-595.xml"))[
+        "status"] == "pass"
+
+
+# --- Xid ------------------------------------------------------------------------------------------------------
+
+# Lines as published: journalctl -k lines of an NVLink failure
+# (https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1150), where Xid 45 names the Xid that caused it.
+XID_45 = ("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149\n"
+          "kernel: NVRM: Xid (PCI:0000:ed:00): 45, pid=1818992, name=python3, Ch 0000000c caused by previous Xid 145\n")
+# dmesg --ctime from https://github.com/leptonai/gpud/pull/46: an application fault and a context switch timeout.
+XID_APP = ("[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM "
+           "Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter\n"
+           "[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, "
+           "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005\n")
+# https://github.com/NVIDIA/NVSentinel/issues/155: the Xid 79 line, and a driver 570 reporting the same without one.
+XID_79 = "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus\n"
+FALLEN = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+          "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+          "               NVRM: fallen off the bus and is not responding to commands.\n"
+          "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n")
+# NVLink5 Xids carry their severity (https://github.com/leptonai/gpud/pull/1160).
+XID_149 = ("NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 "
+           "0x00000000 0x00000000 0x00000000)\n"
+           "NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 "
+           "0x00000000 0x00000000 0x00000000)\n")
+
+
+def test_xid_45_is_not_fatal_and_the_xid_it_names_is_not_counted():
+    parsed = gpu_errors.parse_xid(XID_45)
+    assert [(e["pci"], e["xid"], e["fatal"]) for e in parsed["events"]] == [("0000:dc:00", 45, False),
+                                                                             ("0000:ed:00", 45, False)]
+    assert acceptance.judge_xid(parsed) | {"detail": None} == acceptance.check(
+        "pass", "no fatal Xid; other Xids: 45 x2", 0, "events", detail=None) | {"detail": None}
+
+
+def test_application_xids_pass_and_fallen_off_the_bus_fails():
+    assert acceptance.judge_xid(gpu_errors.parse_xid(XID_APP))["reason"] == "no fatal Xid; other Xids: 13 x1, 109 x1"
+    result = acceptance.judge_xid(gpu_errors.parse_xid(XID_APP + XID_79))
+    assert result["status"] == "fail" and result["measured"] == 1
+    assert result["reason"].startswith("Xid 79 (GPU has fallen off the bus) x1 on PCI 0000:44:00")
+    silent = gpu_errors.parse_xid(FALLEN)
+    assert [(e["pci"], e["xid"], e["fatal"]) for e in silent["events"]] == [("0000:b3:00.0", 79, True)]
+
+
+def test_nvlink5_xids_fail_only_when_fatal():
+    parsed = gpu_errors.parse_xid(XID_149)
+    assert [(e["xid"], e["fatal"]) for e in parsed["events"]] == [(144, False), (149, True)]
+    assert "Xid 149 (fatal NVLink error) x1" in acceptance.judge_xid(parsed)["reason"]
+
+
+def test_an_empty_kernel_log_is_unreadable_not_clean():
+    with pytest.raises(parsing.ParseError, match="kernel log printed nothing"):
+        gpu_errors.parse_xid("\n")
+    assert gpu_errors.parse_xid("[    0.000000] Linux version 6.8.0\n")["events"] == []
+
+
+# --- NVLink errors --------------------------------------------------------------------------------------------
+
+NVLINK_E = "nvidia-smi-nvlink-e.ml-engineering.h100-x18-elided.txt"
+
+
+def test_nvlink_errors_refuse_the_authors_elision_and_read_the_rest(fixture_text):
+    text = fixture_text(NVLINK_E)
+    with pytest.raises(parsing.ParseError, match=r"unexpected line '\[\.\.\.\]' under GPU 0"):
+        gpu_errors.parse_nvlink_errors(text)
+    parsed = gpu_errors.parse_nvlink_errors(text.replace("         [...]\n", ""))
+    assert parsed["gpus"][0]["name"] == H100_NAME
+    assert sorted(parsed["gpus"][0]["links"]) == [0, 1, 17]
+    assert parsed["gpus"][0]["links"][17] == {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0}
+    assert acceptance.judge_nvlink_errors(parsed)["reason"] == "no NVLink error on 3 link(s)"
+    bad = gpu_errors.parse_nvlink_errors(text.replace("         [...]\n", "").replace(
+        "Link 1: CRC Errors: 0", "Link 1: CRC Errors: 12"))
+    result = acceptance.judge_nvlink_errors(bad)
+    assert (result["status"], result["reason"], result["measured"]) == ("fail", "GPU 0 link 1: CRC Errors 12", 12)
+
+
+def test_nvlink_errors_of_nothing_fail_loudly():
+    with pytest.raises(parsing.ParseError, match="no 'GPU n:' line"):
+        gpu_errors.parse_nvlink_errors("NVIDIA-SMI has failed\n")
+
+
+# --- limits ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, expected", [
+    (H100_NAME, "H100"), (A100_NAME, "A100"), ("NVIDIA A100-PCIE-40GB", "A100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
+    ("Tesla V100-SXM2-32GB", "V100"), ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA RTX A6000", "RTX A6000"),
+])
+def test_model_names(name, expected):
+    assert limits.model(name) == expected
+
+
+def test_h100_x8_limits(h100):
+    facts, nics = h100
+    result = limits.limits(facts, nics, {"ready": True, "nearest_nics": {}}, None)
+    assert limits.sku(facts) == ("H100 x8", None)
+    assert result["intra_node_busbw_gbs"] == 450.0
+    assert result["intra_node_basis"] == "NVLink4 x18 at 25 GB/s per direction"
+    # Eight NDR ports; the 200 Gb/s Ethernet bond is the slowest port, so without topology it sets the rate.
+    assert (result["per_nic_gbps"], result["nic_count"]) == (200.0, 9)
+    near = {f"GPU{i}": {"link": "PIX", "nics": [f"mlx5_{n}"]} for i, n in enumerate((0, 1, 4, 5, 6, 7, 8, 9))}
+    result = limits.limits(facts, nics, {"ready": True, "nearest_nics": near}, None)
+    assert (result["per_nic_gbps"], result["nic_count"], result["inter_node_busbw_gbs"]) == (400.0, 8, 400.0)
+    assert result["gpudirect"] is True
+
+
+def test_a100_x8_and_dgx1_v100_limits(fixture_text):
+    a100 = gpu_facts(fixture_text, "nvidia-smi-topo-m.xuesongtap-blog.a100-x8-nv12-17nic.txt", A100_NAME)
+    assert limits.limits(a100, {}, None, None)["intra_node_basis"] == "NVLink3 x12 at 25 GB/s per direction"
+    # DGX-1's hybrid cube mesh: NV1, NV1, NV2, NV2 to four peers, six links of NVLink2.
+    v100 = gpu_facts(fixture_text, "nvidia-smi-topo-m.ucx-py.dgx1-v100-x8-mlx5-indented.txt", "Tesla V100-SXM2-32GB")
+    result = limits.limits(v100, {}, None, None)
+    assert (result["intra_node_busbw_gbs"], result["intra_node_basis"]) == (150.0,
+                                                                          "NVLink2 x6 at 25 GB/s per direction")
+    assert result["reasons"]["inter_node"] == "no active RDMA port"
+
+
+def test_pcie_only_limits_come_from_the_counters(fixture_text):
+    facts = gpu_facts(fixture_text, "nvidia-smi-topo-m.xuesongtap-blog.a10-x4-sys-2nic.txt", "NVIDIA A10")
+    without = limits.limits(facts, {}, None, None)
+    assert without["intra_node_busbw_gbs"] is None
+    assert "no NVLink between the GPUs; and the PCIe links are unknown" in without["reasons"]["intra_node"]
+    # The A10s' own -q -x was not published: four copies of a Gen4 x16 card's counters stand in for it.
+    four = counters(fixture_text, "nvidia-smi-q-x.telegraf.rtx-3080-driver-595.xml") * 4
+    result = limits.limits(facts, {}, None, four)
+    assert result["intra_node_busbw_gbs"] == 31.504
+    assert result["intra_node_basis"] == "PCIe Gen4 x16 (no NVLink between the GPUs)"
+
+
+def test_no_gpu_limits():
+    result = limits.limits({"present": False, "gpus": []}, {}, None, None)
+    assert result["intra_node_busbw_gbs"] is None and result["reasons"]["intra_node"] == "no NVIDIA GPU on this node"
+    assert limits.sku({"present": False}) == (None, "no NVIDIA GPU on this node")
+
+
+# --- the judge ------------------------------------------------------------------------------------------------
+
+
+def nccl_run(busbw, size=acceptance.GIB16, test="all_reduce_perf", scope="node", peer=None, status="ok", rc=0,
+             wrong=0, ranks=None, problems=()):
+    """parse_nccl_tests's shape, by hand: one row at the size asked and a smaller one."""
+    def row(size_bytes, value):
+        return {"size_bytes": size_bytes, "count": size_bytes // 4, "type": "float", "redop": "sum", "root": -1,
+                "out_of_place": {"time_us": 1.0, "algbw_gbs": value, "busbw_gbs": value, "wrong": wrong},
+                "in_place": {"time_us": 1.0, "algbw_gbs": value, "busbw_gbs": value, "wrong": 0}}
+    parsed = {"status": status, "test": test, "ranks": ranks or [], "rows": [row(1024, 1.0), row(size, busbw)],
+              "avg_busbw_gbs": busbw / 2, "max_busbw_gbs": busbw, "errors": [], "problems": list(problems)}
+    return {"test": test, "scope": scope, "peer": peer, "parsed": parsed, "rc": rc}
+
+
+ALL_BUT_NCCL = {"dcgm_diag": "not asked", "smi_xml": "not asked", "gpu_xid": "not asked",
+                "nvlink_errors": "not asked", "nccl_all_gather": "not asked", "nccl_reduce_scatter": "not asked",
+                "nccl_alltoall": "not asked"}
+
+
+def judged(h100, *runs, **kwargs):
+    facts, nics = h100
+    kwargs.setdefault("skip", ALL_BUT_NCCL)
+    return acceptance.judge(facts, nics, {"ready": True}, nccl=list(runs), **kwargs)
+
+
+def test_all_reduce_at_the_threshold_passes_and_below_it_fails_naming_both_numbers(h100):
+    good = judged(h100, nccl_run(483.2))["checks"]["nccl_all_reduce"]
+    assert good == acceptance.check("pass", "483.2 GB/s at 16 GiB, 1.07 of 450 GB/s (NVLink4 x18 at 25 GB/s per "
+                                            "direction), threshold 460 GB/s", 483.2, "GB/s", 450.0, 1.074, 460.0)
+    bad = judged(h100, nccl_run(350.0))
+    assert bad["status"] == "fail"
+    assert bad["checks"]["nccl_all_reduce"]["reason"] == (
+        "350 GB/s at 16 GiB is below the H100 x8 threshold of 460 GB/s; 350 GB/s at 16 GiB is 0.78 of the limit "
+        "450 GB/s (NVLink4 x18 at 25 GB/s per direction), below 0.8")
+
+
+def test_busbw_is_taken_at_the_largest_size_where_the_thresholds_size_was_not_run(h100):
+    result = judged(h100, nccl_run(470.0, size=8 * 2**30))["checks"]["nccl_all_reduce"]
+    assert result["reason"].startswith("470 GB/s at 8 GiB")
+
+
+def test_a_sku_without_threshold_is_judged_by_fraction_alone(fixture_text):
+    # Four H800 in a VM: NV8 to each peer is the 8 links each has (the export variant), not 24.
+    facts = gpu_facts(fixture_text, "nvidia-smi-topo-m.awesome-ml-sys.h800-x4-vm-17nic-no-affinity.txt",
+                      "NVIDIA H800")
+    result = acceptance.judge(facts, {}, None, nccl=[nccl_run(180.0)], skip=ALL_BUT_NCCL)
+    check = result["checks"]["nccl_all_reduce"]
+    assert result["sku"] == "H800 x4" and check["threshold"] is None
+    assert (check["status"], check["limit"], check["fraction"]) == ("pass", 200.0, 0.9)
+    assert check["reason"] == ("180 GB/s at 16 GiB, 0.90 of 200 GB/s (NVLink4 x8 at 25 GB/s per direction); no "
+                               "threshold for H800 x4: judged by the fraction of the limit alone")
+
+
+def test_incomplete_output_wrong_results_and_a_failed_exit_fail(h100):
+    cut = judged(h100, nccl_run(480.0, status="incomplete", problems=["no '# Avg bus bandwidth' line"]))
+    assert cut["checks"]["nccl_all_reduce"]["reason"] == "all_reduce_perf: incomplete: no '# Avg bus bandwidth' line"
+    wrong = judged(h100, nccl_run(480.0, wrong=3))["checks"]["nccl_all_reduce"]
+    assert wrong["status"] == "fail" and "3 wrong at 1 KiB out-of-place" in wrong["reason"]
+    exited = judged(h100, nccl_run(480.0, rc=1))["checks"]["nccl_all_reduce"]
+    assert exited["reason"] == "all_reduce_perf: exited with 1 although its output reads as complete"
+    unreadable = dict(nccl_run(480.0), parsed=parsing.ParseError("all_reduce_perf printed nothing"))
+    assert judged(h100, unreadable)["checks"]["nccl_all_reduce"]["reason"] == \
+        "all_reduce_perf: all_reduce_perf printed nothing"
+
+
+def test_checks_not_run_are_skips_with_the_roles_reason_and_a_silent_gap_is_an_error(h100):
+    result = judged(h100, nccl_run(480.0))
+    assert result["checks"]["dcgm_diag"] == acceptance.check("skip", "not asked")
+    assert result["checks"]["gpu_pcie_link"] == acceptance.check("skip", "not asked")
+    with pytest.raises(ValueError, match="check nccl_all_reduce: no output to judge and no reason in skip"):
+        judged(h100)
+    with pytest.raises(ValueError, match="skip names checks that do not exist: nccl_broadcast"):
+        judged(h100, nccl_run(480.0), skip=dict(ALL_BUT_NCCL, nccl_broadcast="x"))
+
+
+def test_a_node_without_gpu_skips_everything_by_itself():
+    result = acceptance.judge({"present": False, "gpus": []}, {}, {})
+    assert result["status"] == "pass" and result["sku"] is None
+    assert {c["status"] for c in result["checks"].values()} == {"skip"}
+    assert list(result["checks"]) == list(acceptance.CHECKS)
+
+
+def test_counters_xid_and_nvlink_judged_together(h100, fixture_text):
+    facts, nics = h100
+    result = acceptance.judge(
+        facts, nics, {"ready": True}, nccl=[nccl_run(480.0)],
+        counters=counters(fixture_text, "nvidia-smi-q-x.openpai.k80-x4-minor-out-of-order.xml"),
+        xid=gpu_errors.parse_xid(XID_79), nvlink=parsing.ParseError("nvidia-smi nvlink -e printed nothing"),
+        skip={k: v for k, v in ALL_BUT_NCCL.items() if k not in ("smi_xml", "gpu_xid", "nvlink_errors")})
+    statuses = {name: c["status"] for name, c in result["checks"].items()}
+    assert statuses["gpu_ecc"] == "fail" and statuses["gpu_xid"] == "fail"
+    assert result["checks"]["nvlink_errors"] == acceptance.check(
+        "fail", "nvidia-smi nvlink -e: nvidia-smi nvlink -e printed nothing")
+
+
+def dcgm_run(status, tests, rc=0):
+    return {"level": 2, "rc": rc, "parsed": {"status": status, "tests": tests, "errors": [], "problems": []}}
+
+
+def test_dcgm_pass_warn_and_nothing_run(h100):
+    passed = [{"name": "Memory", "result": "pass", "gpus": {"0": "pass"}, "messages": []}]
+    assert acceptance.judge_dcgm(dcgm_run("pass", passed))["status"] == "pass"
+    warned = [*passed, {"name": "PCIe", "result": "warn", "gpus": {"0": "pass", "3": "warn"},
+                        "messages": ["PCIe replay count above threshold"]}]
+    result = acceptance.judge_dcgm(dcgm_run("warn", warned))
+    assert result["reason"] == "dcgmi diag -r 2: PCIe warn on GPU 3: PCIe replay count above threshold"
+    skipped = [{"name": "Memory", "result": "skip", "gpus": {}, "messages": []}]
+    assert acceptance.judge_dcgm(dcgm_run("pass", skipped))["reason"] == \
+        "dcgmi diag -r 2: no test passed (all skipped or not run)"
+
+
+def test_links_between_two_h100_nodes(h100):
+    facts, nics = h100
+    near = {f"GPU{i}": {"link": "PIX", "nics": [f"mlx5_{n}"]} for i, n in enumerate((0, 1, 4, 5, 6, 7, 8, 9))}
+    direct = {"ready": True, "nearest_nics": near}
+    mine = limits.limits(facts, nics, direct, None)
+    ranks = [{"rank": r, "host": "a" if r < 8 else "b"} for r in range(16)]
+    run = nccl_run(372.0, scope="pair", peer="gpu02", ranks=ranks)
+    link = acceptance.judge_link(run, mine, mine, acceptance.THRESHOLDS, "H100 x8")
+    assert (link["status"], link["limit"], link["threshold"], link["fraction"]) == ("fail", 400.0, 380.0, 0.93)
+    assert link["reason"].startswith("372 GB/s at 16 GiB is below the H100 x8 threshold of 380 GB/s")
+    one_gpu = nccl_run(48.0, scope="pair", peer="gpu02", ranks=[{"rank": 0, "host": "a"}, {"rank": 1, "host": "b"}])
+    single = acceptance.judge_link(one_gpu, mine, mine, acceptance.THRESHOLDS, "H100 x8")
+    assert (single["status"], single["limit"], single["threshold"], single["fraction"]) == ("pass", 50.0, 47.5, 0.96)
+    result = acceptance.judge(facts, nics, direct, nccl=[nccl_run(480.0), run], skip=ALL_BUT_NCCL, node="gpu01",
+                              peers={"gpu02": mine})
+    assert result["links"] == [{"a": "gpu01", "b": "gpu02", "test": "all_reduce", "status": "fail",
+                                "busbw_gbs": 372.0, "limit_gbs": 400.0, "fraction": 0.93, "threshold_gbs": 380.0,
+                                "reason": link["reason"]}]
+    assert result["status"] == "fail"
+    alone = acceptance.judge_link(run, mine, None, acceptance.THRESHOLDS, "H100 x8")
+    assert alone["reason"].endswith("the peer's limits were not given: judged on this node's alone")

@@ -1,6 +1,8 @@
 """Acceptance judging: GPU health counters from recorded `nvidia-smi -q -x`, Xid lines published in issues, NVLink
 error counters, the node's physical limits from facts built with the project's own parsers, and the judge's rules."""
 
+import sys
+
 import pytest
 
 from ansible_collections.hpcml.cluster.plugins.module_utils import acceptance, gpu, gpu_errors, limits, parsing, rdma
@@ -401,3 +403,73 @@ def test_links_between_two_h100_nodes(h100):
     assert result["status"] == "fail"
     alone = acceptance.judge_link(run, mine, None, acceptance.THRESHOLDS, "H100 x8")
     assert alone["reason"].endswith("the peer's limits were not given: judged on this node's alone")
+
+
+# --- the document and the module ------------------------------------------------------------------------------
+
+
+def test_a_judged_node_fits_the_v3_summary(h100, fixture_text):
+    from benchrunner import results  # noqa: PLC0415 - the schema is benchrunner's
+
+    facts, nics = h100
+    verdict = acceptance.judge(facts, nics, {"ready": True}, nccl=[nccl_run(480.0), nccl_run(
+        372.0, scope="pair", peer="gpu02")], counters=counters(fixture_text, "nvidia-smi-q-x.netdata.tesla-p100.xml"),
+        xid=gpu_errors.parse_xid(XID_APP), skip={k: v for k, v in ALL_BUT_NCCL.items() if k not in (
+            "smi_xml", "gpu_xid")}, node="gpu01")
+    node = {"roles": {}, "versions": {"driver": None, "cuda": None, "nccl": None},
+            "checks": {name: {"status": "pass"} for name in ("nvidia_smi", "ib_ports_active", "peermem_loaded",
+                                                             "reboot_pending")}, "acceptance": verdict}
+    results.validate(results.NODE_VALIDATION, {
+        "kind": "node-validation", "schema_version": 3, "created": "2026-11-24T10:00:00Z", "status": "fail",
+        "cluster": {"versions_uniform": {"status": "pass"}, "ib_write_bw_pair": {"status": "pass"}},
+        "nodes": {"gpu01": node}, "links": verdict["links"], "actions": []})
+
+
+@pytest.fixture
+def node_acceptance(monkeypatch, capsys):
+    """Runs the module in this process. The nccl-tests and DCGM parsers are another change's: stand-ins that read
+    their result as JSON take their place, so the module's own work is what is tested."""
+    import importlib  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    import types  # noqa: PLC0415
+
+    from ansible.module_utils import basic  # noqa: PLC0415
+
+    base = "ansible_collections.hpcml.cluster.plugins.module_utils"
+    for name, function in (("nccl", "parse_nccl_tests"), ("dcgm", "parse_dcgmi_diag")):
+        stand_in = types.ModuleType(f"{base}.{name}")
+        setattr(stand_in, function, json.loads)
+        monkeypatch.setitem(sys.modules, f"{base}.{name}", stand_in)
+    monkeypatch.delitem(sys.modules, "ansible_collections.hpcml.cluster.plugins.modules.node_acceptance",
+                        raising=False)
+    module = importlib.import_module("ansible_collections.hpcml.cluster.plugins.modules.node_acceptance")
+
+    def run(**args):
+        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
+        monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy")
+        with pytest.raises(SystemExit):
+            module.main()
+        return json.loads(capsys.readouterr().out)
+
+    return run
+
+
+def test_the_module_judges_and_fails_only_on_malformed_arguments(node_acceptance, h100, fixture_text):
+    import json  # noqa: PLC0415
+
+    facts, nics = h100
+    run = nccl_run(350.0)
+    result = node_acceptance(
+        node="gpu01", gpu=facts, rdma=nics, gpudirect={"ready": True},
+        nccl=[{"test": "all_reduce_perf", "scope": "node", "output": json.dumps(run["parsed"]), "rc": 0}],
+        smi_xml=fixture_text("nvidia-smi-q-x.openpai.gtx-1070-2-of-6.xml"), kernel_log="",
+        nvlink_errors=fixture_text(NVLINK_E), _ansible_check_mode=True,
+        skip={k: v for k, v in ALL_BUT_NCCL.items() if k not in ("smi_xml", "gpu_xid", "nvlink_errors")})
+    assert not result.get("failed") and result["changed"] is False
+    checks = result["acceptance"]["checks"]
+    assert checks["nccl_all_reduce"]["status"] == "fail" and checks["gpu_pcie_link"]["status"] == "fail"
+    # Output its parser cannot read fails its check, with the parser's reason; the module itself does not fail.
+    assert checks["gpu_xid"]["reason"] == "kernel log: kernel log printed nothing"
+    assert checks["nvlink_errors"]["reason"].startswith("nvidia-smi nvlink -e: nvidia-smi nvlink -e: unexpected line")
+    malformed = node_acceptance(gpu=facts, nccl=[{"test": "all_reduce", "scope": "node", "output": "{}"}])
+    assert malformed["failed"] and "no output to judge and no reason in skip" in malformed["msg"]

@@ -22,6 +22,7 @@ from benchrunner import (
     job_document,
     kubernetes,
     launchers,
+    node_report,
     rank_env,
     report,
     results,
@@ -570,6 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="report folder (default: results/compare/A--B)")
     _add_pool(p)
     p.set_defaults(func=cmd_compare)
+
+    node_report.add_command(sub)
 
     p = _command(sub, "schema-check", help="validate result files against their schema")
     p.add_argument("files", nargs="+")

@@ -29,7 +29,9 @@ RAW_BANDWIDTH = "raw-bandwidth"
 KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE, NODE_VALIDATION, JOB, RAW_BANDWIDTH)
 SCHEMA_VERSION = 2
 # Kinds whose schema has a version of its own; the others (and the campaign file) are at SCHEMA_VERSION.
-SCHEMA_VERSIONS = {JOB: 1}
+SCHEMA_VERSIONS = {JOB: 1, NODE_VALIDATION: 3}
+# Older versions still read (validated against their own schema), for documents written before the current one.
+READ_VERSIONS = {NODE_VALIDATION: (2,)}
 # What a run's raw/ holds: one file per rank for training, one file for an allreduce sweep (beside it, the link's
 # raw bandwidth where it was measured).
 SWEEP_JSON = "allreduce.json"
@@ -59,28 +61,37 @@ def version_of(kind: str) -> int:
     return SCHEMA_VERSIONS.get(kind, SCHEMA_VERSION)
 
 
+def readable_versions(kind: str) -> tuple[int, ...]:
+    """The versions of a kind that validate and load: the current one and those READ_VERSIONS keeps."""
+    return (*READ_VERSIONS.get(kind, ()), version_of(kind))
+
+
 @cache
-def schema(kind: str) -> dict[str, Any]:
-    text = resources.files("benchrunner").joinpath("schemas", f"{kind}.v{version_of(kind)}.json").read_text()
-    return json.loads(text)
+def schema(kind: str, version: int | None = None) -> dict[str, Any]:
+    """A kind's schema, at its current version unless another readable one is asked for."""
+    name = f"{kind}.v{version_of(kind) if version is None else version}.json"
+    return json.loads(resources.files("benchrunner").joinpath("schemas", name).read_text())
 
 
 @cache
 def _registry() -> Registry:
     """Every schema by its $id, so one schema can refer to another's definitions."""
-    documents = [schema(kind) for kind in (*KINDS, CAMPAIGN)]
+    documents = [schema(kind, version) for kind in (*KINDS, CAMPAIGN) for version in readable_versions(kind)]
     return Registry().with_resources((doc["$id"], Resource.from_contents(doc)) for doc in documents)
 
 
 def validate(kind: str, document: dict[str, Any], source: str = "document") -> None:
-    version, supported = document.get("schema_version"), version_of(kind)
-    if kind != CAMPAIGN and version != supported:
-        raise ResultError(f"{source}: schema_version {version!r} is not the supported {supported}")
-    validator = jsonschema.Draft202012Validator(schema(kind), registry=_registry())
+    version, supported = document.get("schema_version"), readable_versions(kind)
+    if kind == CAMPAIGN:
+        version = version_of(kind)
+    elif version not in supported:
+        said = " or ".join(str(v) for v in supported)
+        raise ResultError(f"{source}: schema_version {version!r} is not the supported {said}")
+    validator = jsonschema.Draft202012Validator(schema(kind, version), registry=_registry())
     errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
-        raise ResultError(f"{source}: does not match the {kind} v{supported} schema at {where}: {errors[0].message}"
+        raise ResultError(f"{source}: does not match the {kind} v{version} schema at {where}: {errors[0].message}"
                           + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
 
 

@@ -239,6 +239,9 @@ def test_h100_x8_limits(h100):
     result = limits.limits(facts, nics, {"ready": True, "nearest_nics": near}, None)
     assert (result["per_nic_gbps"], result["nic_count"], result["inter_node_busbw_gbs"]) == (400.0, 8, 400.0)
     assert result["gpudirect"] is True
+    elsewhere = {"GPU0": {"link": "PIX", "nics": ["mlx5_2"]}}
+    assert limits.limits(facts, nics, {"ready": True, "nearest_nics": elsewhere}, None)["reasons"]["inter_node"] == \
+        "no active RDMA port on a NIC nearest to a GPU (mlx5_2)"
 
 
 def test_a100_x8_and_dgx1_v100_limits(fixture_text):

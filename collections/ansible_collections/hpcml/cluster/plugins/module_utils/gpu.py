@@ -178,7 +178,7 @@ def gpu_counters(text: str) -> list[dict]:
     the driver loaded; aggregate: the GPU's life), retired pages (before Ampere) and remapped rows (Ampere and later),
     the clock event (throttle) reasons and the PCIe link's current and maximum generation and width. A counter the
     driver does not report (N/A, or an element older drivers lack) is None: not reported, never zero."""
-    _, elements, _ = _document(text)
+    elements = _document(text)[1]
     link = "pci/pci_gpu_link_info"
     counters = []
     for gpu in elements:

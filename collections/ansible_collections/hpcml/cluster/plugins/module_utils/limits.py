@@ -119,13 +119,18 @@ def pcie_limit(counters: list[dict] | None) -> tuple[dict | None, str | None]:
     return {"generation": gen, "width": width, "gbs": round(gbs, 3)}, None
 
 
-def _fabric_ports(rdma: dict, gpudirect: dict | None) -> list[dict]:
+def _fabric_ports(rdma: dict, gpudirect: dict | None) -> tuple[list[dict], str | None]:
     """The active RDMA ports NCCL would use: not an NVSwitch management port, and where the GPU/NIC topology is
-    known, on a NIC that is nearest to some GPU (a storage or front-end NIC is not)."""
+    known, on a NIC that is nearest to some GPU (a storage or front-end NIC is not); or none and why."""
     near = {nic for entry in ((gpudirect or {}).get("nearest_nics") or {}).values() for nic in entry["nics"]}
-    return [port for device in rdma.get("devices") or [] if not device.get("nvswitch_management")
-            and (not near or device["name"] in near)
-            for port in device.get("ports") or [] if port.get("state") == "ACTIVE"]
+    active = [(device["name"], port) for device in rdma.get("devices") or [] if not device.get("nvswitch_management")
+              for port in device.get("ports") or [] if port.get("state") == "ACTIVE"]
+    if not active:
+        return [], rdma.get("reason") or "no active RDMA port"
+    ports = [port for name, port in active if not near or name in near]
+    if not ports:
+        return [], f"no active RDMA port on a NIC nearest to a GPU ({', '.join(sorted(near))})"
+    return ports, None
 
 
 def limits(gpu: dict | None, rdma: dict | None, gpudirect: dict | None, counters: list[dict] | None) -> dict:
@@ -163,10 +168,10 @@ def limits(gpu: dict | None, rdma: dict | None, gpudirect: dict | None, counters
         result["gpudirect"] = bool(gpudirect.get("ready"))
     else:
         reasons["gpudirect"] = "no GPUDirect facts"
-    ports = _fabric_ports(rdma or {}, gpudirect)
+    ports, why = _fabric_ports(rdma or {}, gpudirect)
     rates = [port.get("rate_gbps") for port in ports]
-    if not ports:
-        reasons["inter_node"] = (rdma or {}).get("reason") or "no active RDMA port"
+    if why:
+        reasons["inter_node"] = why
     elif None in rates:
         reasons["inter_node"] = "an active RDMA port does not report its rate"
     else:

@@ -257,6 +257,9 @@ def test_a100_x8_and_dgx1_v100_limits(fixture_text):
 
 def test_pcie_only_limits_come_from_the_counters(fixture_text):
     facts = gpu_facts(fixture_text, "nvidia-smi-topo-m.xuesongtap-blog.a10-x4-sys-2nic.txt", "NVIDIA A10")
+    skip = {k: v for k, v in ALL_BUT_NCCL.items() if k != "nvlink_errors"}
+    assert acceptance.judge(facts, {}, None, nccl=[nccl_run(20.0)], skip=skip)["checks"]["nvlink_errors"] == \
+        acceptance.check("skip", "no NVLink between the GPUs (nvidia-smi topo -m)")
     without = limits.limits(facts, {}, None, None)
     assert without["intra_node_busbw_gbs"] is None
     assert "no NVLink between the GPUs; and the PCIe links are unknown" in without["reasons"]["intra_node"]
@@ -380,6 +383,16 @@ def test_dcgm_pass_warn_and_nothing_run(h100):
                         "messages": ["PCIe replay count above threshold"]}]
     result = acceptance.judge_dcgm(dcgm_run("warn", warned))
     assert result["reason"] == "dcgmi diag -r 2: PCIe warn on GPU 3: PCIe replay count above threshold"
+    failed = [{"name": "Diagnostic", "result": "fail", "gpus": {"0": "pass", "5": "fail"},
+               "messages": ["GPU 5: Double-bit ECC error"]}]
+    result = acceptance.judge_dcgm(dcgm_run("fail", failed, rc=226))
+    assert (result["status"], result["measured"]) == ("fail", 1)
+    assert result["reason"] == "dcgmi diag -r 2: Diagnostic fail on GPU 5: GPU 5: Double-bit ECC error"
+    assert acceptance.judge_dcgm(dcgm_run("pass", passed, rc=1))["reason"] == \
+        "dcgmi diag -r 2: exited with 1 although every test passed"
+    cut = dict(dcgm_run("incomplete", passed), parsed={"status": "incomplete", "tests": [], "errors": [],
+                                                       "problems": ["the JSON ends early"]})
+    assert acceptance.judge_dcgm(cut)["reason"] == "dcgmi diag -r 2: incomplete: the JSON ends early"
     skipped = [{"name": "Memory", "result": "skip", "gpus": {}, "messages": []}]
     assert acceptance.judge_dcgm(dcgm_run("pass", skipped))["reason"] == \
         "dcgmi diag -r 2: no test passed (all skipped or not run)"

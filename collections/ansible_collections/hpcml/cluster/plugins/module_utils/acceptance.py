@@ -87,7 +87,7 @@ def _unreadable(entry: dict) -> str | None:
     parsed = entry.get("parsed")
     if isinstance(parsed, Exception):
         return str(parsed)
-    if parsed.get("status") in ("failed", "incomplete", "fail"):
+    if parsed.get("status") in ("failed", "incomplete"):
         said = parsed.get("errors", []) + parsed.get("problems", [])
         return f"{parsed['status']}: " + ("; ".join(said) or "the parser gave no reason")
     if entry.get("rc") not in (None, 0):
@@ -268,20 +268,22 @@ def judge_nvlink_errors(parsed: dict) -> dict:
 
 
 def judge_dcgm(entry: dict) -> dict:
-    """dcgmi diag: a warning fails too, acceptance wants a clean diagnostic; a run in which no test passed fails."""
-    why = _unreadable(entry)
-    if why:
-        return check("fail", f"dcgmi diag: {why}", unit="tests")
-    parsed = entry["parsed"]
+    """dcgmi diag: a warning fails too, acceptance wants a clean diagnostic; a run in which no test passed fails.
+    dcgmi exits non-zero when a test fails, so its status counts only against output that reads as a pass."""
+    parsed, level = entry["parsed"], entry.get("level")
+    if isinstance(parsed, Exception) or parsed.get("status") == "incomplete":
+        return check("fail", f"dcgmi diag -r {level}: {_unreadable(entry)}", unit="tests")
     bad = [test for test in parsed.get("tests") or [] if test["result"] in ("fail", "warn")]
     said = [f"{test['name']} {test['result']}"
             + (" on GPU " + ", ".join(gpu for gpu, result in test["gpus"].items() if result in ("fail", "warn"))
                if test.get("gpus") else "")
             + (": " + "; ".join(test["messages"]) if test.get("messages") else "") for test in bad]
-    level = entry.get("level")
     if bad or parsed["status"] != "pass":
-        return check("fail", f"dcgmi diag -r {level}: " + ("; ".join(said) or f"status {parsed['status']}"),
-                     len(bad), "tests")
+        said = said or [f"status {parsed['status']}", *parsed.get("errors", []), *parsed.get("problems", [])]
+        return check("fail", f"dcgmi diag -r {level}: " + "; ".join(said), len(bad), "tests")
+    if entry.get("rc") not in (None, 0):
+        return check("fail", f"dcgmi diag -r {level}: exited with {entry['rc']} although every test passed", 0,
+                     "tests")
     ran = [test for test in parsed.get("tests") or [] if test["result"] == "pass"]
     if not ran:
         return check("fail", f"dcgmi diag -r {level}: no test passed (all skipped or not run)", 0, "tests")
@@ -340,6 +342,9 @@ def judge(gpu: dict | None, rdma: dict | None, gpudirect: dict | None, *, nccl: 
             return check("skip", reason)
         if not gpu_present:
             return check("skip", "no NVIDIA GPU on this node")
+        topology = (gpu or {}).get("topology")
+        if name == "nvlink_errors" and topology is not None and not topology.get("nvlink"):
+            return check("skip", "no NVLink between the GPUs (nvidia-smi topo -m)")
         raise ValueError(f"check {name}: no output to judge and no reason in skip")
 
     runs = {test_name(entry["test"]): entry for entry in nccl if entry["scope"] == "node"}

@@ -26,10 +26,12 @@ _OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
 _AVERAGE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(\w*)")
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s")
 # Lines that say a rank failed: nccl-tests' own checks (common.cu) and NCCL's warnings.
-_FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|NCCL WARN|Invalid number of GPUs|\berror: ")
-_NCCL_INFO_VERSION = re.compile(r"NCCL INFO NCCL version (\d+\.\d+\.\d+)")
+# "# error:" is the last error NCCL recorded, printed at the end of a run since 2.17.3.
+_FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|NCCL WARN|Invalid number of GPUs|^#\s*error: ")
+# NCCL_DEBUG=VERSION (or INFO) prints the library's version; the table header has it only since 2.17.4.
+_NCCL_VERSION = re.compile(r"(?:^|NCCL INFO )NCCL version (\d+\.\d+\.\d+)")
 # A shell prompt or launcher line names the binary: ./build/all_reduce_perf, all_reduce_perf_mpi.
-_BINARY = re.compile(r"(?:^|[/\s])([a-z_]+_perf)(?:_mpi)?(?=\s|$)")
+_BINARY = re.compile(r"(?:^|[/\s])([a-z_]+_perf(?:_mpi)?)(?=\s|$)")
 # The names the table header gives each measured column, per block: before 2.13 the last one was "error" (a maximum
 # deviation, not a count); per-iteration reports (-I) add four columns after it.
 _WRONG = ("#wrong", "error")
@@ -88,7 +90,7 @@ def _parse_table(text: str) -> dict:
             continue
         match = _STARTING.match(line)
         if match:
-            test = test or match.group(1)
+            test = test or _test_name(match.group(1))
             continue
         if _PARAMS.match(line):
             params = True
@@ -114,6 +116,10 @@ def _parse_table(text: str) -> dict:
             elif match.group(2) == "FAILED":
                 errors.append(line.strip())
             continue
+        if _FAILURE.search(line):
+            # A rank that fails while a row is printed glues its failure to the row's start.
+            errors.append(line.strip())
+            continue
         if columns is not None and _ROW_START.match(line):
             row = _row(line, columns)
             if row is None:
@@ -128,16 +134,13 @@ def _parse_table(text: str) -> dict:
                     errors.append(f"{wrong} wrong elements {block.replace('_', '-')} at {row['size_bytes']} bytes: "
                                   f"{line.strip()!r}")
             continue
-        if _FAILURE.search(line):
-            errors.append(line.strip())
-            continue
-        match = _NCCL_INFO_VERSION.search(line)
+        match = _NCCL_VERSION.search(line)
         if match:
             version = version or match.group(1)
             continue
         match = _BINARY.search(line)
         if match and test is None and not line.startswith("#"):
-            test = match.group(1)
+            test = _test_name(match.group(1))
     if not (params or ranks or columns or rows or average is not None or tests_version):
         if any(line.strip().startswith(("Test NCCL failure", "Test CUDA failure")) or ": Test " in line
                for line in lines):
@@ -156,6 +159,11 @@ def _parse_table(text: str) -> dict:
     if average is None:
         cut.append("the output is cut at the bottom: no \"# Avg bus bandwidth\" summary")
     return _result(test, tests_version, version, ranks, rows, average, out_of_bounds, errors, cut)
+
+
+def _test_name(program: str) -> str:
+    """The collective's binary without the suffix of its MPI build: all_reduce_perf_mpi -> all_reduce_perf."""
+    return program[:-len("_mpi")] if program.endswith("_perf_mpi") else program
 
 
 def _rank(match) -> dict:
@@ -281,7 +289,8 @@ def _parse_document(text: str) -> dict:
             average = None if average == "nan" else average
             if _false(document[key].get("okay")):
                 errors.append(f"the average bus bandwidth {average} is below the one asked for")
-    errors.extend(str(error) for error in document.get("errors") or [])
+    # A clean run writes [""]: ncclGetLastError's empty string.
+    errors.extend(str(error) for error in document.get("errors") or [] if str(error).strip())
     if config is None:
         cut.append("the document has no \"config\"")
     if not ranks:

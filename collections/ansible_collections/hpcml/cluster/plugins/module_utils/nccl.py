@@ -32,17 +32,14 @@ _FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|NCCL WARN|Invalid number of
 _NCCL_VERSION = re.compile(r"(?:^|NCCL INFO )NCCL version (\d+\.\d+\.\d+)")
 # A shell prompt or launcher line names the binary: ./build/all_reduce_perf, all_reduce_perf_mpi.
 _BINARY = re.compile(r"(?:^|[/\s])([a-z_]+_perf(?:_mpi)?)(?=\s|$)")
-# The names the table header gives each measured column, per block: before 2.13 the last one was "error" (a maximum
-# deviation, not a count); per-iteration reports (-I) add four columns after it.
-_WRONG = ("#wrong", "error")
 _NUMBER = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 
 
 def nccl_version(code: int) -> str:
     """NCCL_VERSION_CODE -> "2.21.5": X*10000+Y*100+Z since NCCL 2.9, X*1000+Y*100+Z before."""
     if code >= 20900:
-        return "{}.{}.{}".format(code // 10000, code // 100 % 100, code % 100)
-    return "{}.{}.{}".format(code // 1000, code // 100 % 10, code % 100)
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def parse_nccl_tests(text: str) -> dict:
@@ -58,6 +55,9 @@ def parse_nccl_tests(text: str) -> dict:
 
 
 def _result(test, tests_version, version, ranks, rows, average, out_of_bounds, errors, cut) -> dict:
+    # A document's cells can be "nan", and trace replays write no out-of-place block.
+    busbw = [row["out_of_place"]["busbw_gbs"] for row in rows
+             if row["out_of_place"] and row["out_of_place"]["busbw_gbs"] is not None]
     problems = list(errors)
     problems.extend(cut)
     status = "failed" if errors else "incomplete" if cut else "ok"
@@ -69,7 +69,7 @@ def _result(test, tests_version, version, ranks, rows, average, out_of_bounds, e
         "ranks": ranks,
         "rows": rows,
         "avg_busbw_gbs": average,
-        "max_busbw_gbs": max((row["out_of_place"]["busbw_gbs"] for row in rows), default=None),
+        "max_busbw_gbs": max(busbw, default=None),
         "out_of_bounds": out_of_bounds,
         "errors": errors,
         "problems": problems,
@@ -120,14 +120,15 @@ def _parse_table(text: str) -> dict:
             # A rank that fails while a row is printed glues its failure to the row's start.
             errors.append(line.strip())
             continue
-        if columns is not None and _ROW_START.match(line):
-            row = _row(line, columns)
-            if row is None:
+        if _ROW_START.match(line) and (columns is not None or _TYPED_ROW.match(line)):
+            read = _row(line, columns or _LAYOUT)
+            if read is None:
                 cut.append(f"a result row is cut short or garbled: {line.strip()!r}"
                            if last else f"a result row could not be read: {line.strip()!r}")
                 continue
+            row, checked = read
             rows.append(row)
-            unvalidated += row.pop("_unvalidated")
+            unvalidated += not checked
             for block in ("out_of_place", "in_place"):
                 wrong = (row[block] or {}).get("wrong")
                 if wrong:
@@ -166,6 +167,12 @@ def _test_name(program: str) -> str:
     return program[:-len("_mpi")] if program.endswith("_perf_mpi") else program
 
 
+# The table since 2.13, for rows whose header was cut off; such a row must name one of nccl-tests' data types.
+_TYPED_ROW = re.compile(r"^\s*\d+\s+\d+\s+(?:u?int(?:8|32|64)|half|float|double|bfloat16|f8e4m3|f8e5m2|char|int)\s")
+_LAYOUT = {"operation": ["size", "count", "type", "redop", "root"], "width": 8,
+           "blocks": [(0, ["time", "algbw", "busbw", "#wrong"]), (4, ["time", "algbw", "busbw", "#wrong"])]}
+
+
 def _rank(match) -> dict:
     bus_id = match.group(6).strip() or None
     return {
@@ -198,6 +205,7 @@ def _columns(line: str, text: str) -> dict:
 
 
 def _row(line: str, columns: dict):
+    """A result row and whether it was checked (#wrong not N/A); None for a line that is no whole row."""
     tokens = line.split()
     width = columns["width"]
     if len(tokens) < width + 3:
@@ -213,35 +221,32 @@ def _row(line: str, columns: dict):
             root = None if int(cell) < 0 else int(cell)
         else:
             redop = None if cell == "none" else cell
-    row = {"size_bytes": int(head[0]), "count": int(head[1]), "type": head[2], "redop": redop, "root": root,
-           "_unvalidated": 0}
+    row = {"size_bytes": int(head[0]), "count": int(head[1]), "type": head[2], "redop": redop, "root": root}
+    checked = True
     for key, (start, names) in zip(("out_of_place", "in_place"), columns["blocks"]):
         block = _block(measured[start:start + 4], names)
         if block is None:
             return None
-        row["_unvalidated"] = max(row["_unvalidated"], block.pop("_unvalidated"))
         row[key] = block
-    return row
+        checked = checked and measured[start + 3] != "N/A"
+    return row, checked
 
 
 def _block(cells: list, names: list):
+    """One of a row's two measured blocks: time, algbw, busbw and the wrong elements, which the header calls "#wrong"
+    since 2.13 (a count, printed "%g" and so "1.04858e+06" when large) and "error" before (the largest deviation).
+    Per-iteration reports (-I) add four columns after them, which are not read."""
     if len(cells) < 4 or len(names) < 4:
         return None
     time, algbw, busbw = (_float(cell) for cell in cells[:3])
     if time is None or algbw is None or busbw is None:
         return None
-    wrong_cell = cells[3]
-    unvalidated = wrong_cell == "N/A"
-    if unvalidated or names[3] != "#wrong":
-        # Before 2.13 the column held the largest deviation; the out-of-bounds count judges it.
-        if not unvalidated and _float(wrong_cell) is None:
-            return None
-        wrong = None
-    elif _NUMBER.match(wrong_cell):
-        wrong = int(float(wrong_cell))
-    else:
+    cell = cells[3]
+    if cell != "N/A" and _float(cell) is None:
         return None
-    return {"time_us": time, "algbw_gbs": algbw, "busbw_gbs": busbw, "wrong": wrong, "_unvalidated": int(unvalidated)}
+    # A deviation (before 2.13) is judged by the out-of-bounds count, not here.
+    wrong = int(float(cell)) if cell != "N/A" and names[3] == "#wrong" else None
+    return {"time_us": time, "algbw_gbs": algbw, "busbw_gbs": busbw, "wrong": wrong}
 
 
 def _float(cell):
@@ -249,7 +254,7 @@ def _float(cell):
 
 
 # The JSON document (-J, nccl-tests 2.17.3 and later; src/util.cu). Booleans are written as the strings "true" and
-# "false", NaN as "nan", and until 2.17.9 the average was spelt "average_bus_bandwidith" / "bandwidith".
+# "false", NaN as "nan", and before 2.17.9 the average was spelt "average_bus_bandwidith" / "bandwidith".
 _AVERAGE_KEYS = (("average_bus_bandwidth", "bandwidth"), ("average_bus_bandwidith", "bandwidith"))
 
 
@@ -258,11 +263,11 @@ def _parse_document(text: str) -> dict:
         document = json.loads(text)
     except ValueError as error:
         raise parsing.fail(TOOL, f"not a whole JSON document ({error})", text) from None
-    if not isinstance(document, dict) or "config" not in document and "results" not in document:
+    if not isinstance(document, dict) or ("config" not in document and "results" not in document):
         raise parsing.fail(TOOL, "a JSON document without nccl-tests' \"config\" or \"results\"", text)
     errors, cut = [], []
     args = document.get("args") or []
-    test = os.path.basename(args[0]) if args and isinstance(args[0], str) else None
+    test = _test_name(os.path.basename(args[0])) if args and isinstance(args[0], str) else None
     code = document.get("nccl_version")
     version = nccl_version(code) if isinstance(code, int) and code > 0 else None
     config = document.get("config")

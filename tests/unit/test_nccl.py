@@ -20,11 +20,11 @@ RECORDED = {
     "nccl-tests.issue-355.h800-x16-2node-alltoall-illegal-access.txt": ("failed", "alltoall_perf", 16, 0, None, None,
                                                                         None),
     "nccl-tests.sigma2-olivia.gh200-x16-4node-wrong-cut.txt": ("failed", "all_reduce_perf", 16, 28, None, 89.85, None),
-    "nccl-tests.superbench.allgather.txt": ("failed", None, 8, 34, 58.2651, 223.39, 0),
-    "nccl-tests.superbench.allreduce.txt": ("failed", None, 8, 34, 68.4048, 235.26, 0),
-    "nccl-tests.superbench.alltoall.txt": ("failed", None, 8, 34, 58.6481, 224.31, 0),
-    "nccl-tests.superbench.broadcast.txt": ("failed", None, 8, 34, 64.8653, 232.81, 0),
-    "nccl-tests.superbench.reducescatter.txt": ("failed", None, 8, 34, 60.168, 231.52, 0),
+    "nccl-tests.superbench.allgather.txt": ("ok", None, 8, 34, 58.2651, 223.39, 0),
+    "nccl-tests.superbench.allreduce.txt": ("ok", None, 8, 34, 68.4048, 235.26, 0),
+    "nccl-tests.superbench.alltoall.txt": ("ok", None, 8, 34, 58.6481, 224.31, 0),
+    "nccl-tests.superbench.broadcast.txt": ("ok", None, 8, 34, 64.8653, 232.81, 0),
+    "nccl-tests.superbench.reducescatter.txt": ("ok", None, 8, 34, 60.168, 231.52, 0),
 }
 CLEAN = "nccl-tests.issue-309.h100-x16-2node-mpi-noise.txt"
 
@@ -94,7 +94,8 @@ def test_failure_before_any_row():
 
 def test_validation_off_is_not_a_clean_run():
     result = parse("nccl-tests.superbench.allreduce.txt")
-    assert result["errors"] == ["34 result rows have N/A for #wrong: the run did not check its results (-c 0)"]
+    assert result["errors"] == []
+    assert result["validated"] is False
     assert result["rows"][0]["out_of_place"] == {"time_us": 35.20, "algbw_gbs": 0.0, "busbw_gbs": 0.0, "wrong": None}
 
 
@@ -248,13 +249,17 @@ def test_json_document_of_2_17_3_to_2_17_8():
 
 @pytest.mark.parametrize(("variant", "problem"), [
     ({"nwrong": 3.0}, "3 wrong elements out-of-place at 8 bytes"),
-    ({"nwrong": None}, "2 results have no nwrong: the run did not check its results (-c 0)"),
     ({"errors": ["unhandled system error"]}, "unhandled system error"),
 ])
 def test_json_document_that_failed(variant, problem):
     result = nccl.parse_nccl_tests(document(**variant))
     assert result["status"] == "failed"
     assert problem in result["problems"]
+
+
+def test_json_document_run_without_checks_is_ok_but_not_validated():
+    result = nccl.parse_nccl_tests(document(nwrong=None))
+    assert (result["status"], result["validated"], result["errors"]) == ("ok", False, [])
 
 
 def test_json_document_left_unfinished():

@@ -254,7 +254,7 @@ def _parse_text(text: str, level: int | None) -> dict:
         messages = _finish_messages(test)
         gpus.update(test["gpus"])
         report["tests"].append({"name": test["name"], "category": test["category"], "result": test["result"],
-                                "gpus": dict(test["gpus"]), "messages": [text for _, text in messages]})
+                                "gpus": dict(test["gpus"]), "messages": [text for kind, text in messages]})
         for kind, message in messages:
             if kind == "Info":
                 continue

@@ -56,6 +56,11 @@ RECORDED = {
          ("memory", "Hardware", "pass", dict.fromkeys(EIGHT, "pass")),
          ("pcie", "Integration", "fail", dict.fromkeys(EIGHT, "pass"))]),
     "dcgmi-diag.dcgm-254.v4.4.1-r3-plugin-dir-error.txt": ("fail", "text", 3, None, None, [], []),
+    # Excerpts a guide quoted: the head of a table whose Deployment shows an Error row, and a middle cut mid-row.
+    "dcgmi-diag.ml-engineering.deployment-error-row-remap-excerpt.txt": ("fail", "text", None, None, None, [], []),
+    "dcgmi-diag.ml-engineering.r2-gpu0-thermal-fail-excerpt.txt": (
+        "fail", "text", None, None, None, list(range(8)),
+        [("GPU Memory", None, "fail", {**dict.fromkeys(EIGHT[1:], "pass"), "0": "fail"})]),
     "dcgmi-diag.dcgm-jsonresulttests.v3.1.0-8gpu-warning-preamble-nulls.json": (
         "warn", "json", None, "3.1.0", None, list(range(8)),
         [(name, "Deployment", "pass", dict.fromkeys(EIGHT, "pass"))
@@ -131,6 +136,25 @@ def test_dcgmi_errors_without_a_table_fail():
         "error",
         "Error: Cannot load plugins. Unable to change to the plugin dir "
         "'/usr/libexec/datacenter-gpu-manager-4/plugins/cuda12/': 'No such file or directory'"]
+
+
+def test_error_row_above_every_test_fails_the_run():
+    report = parse("dcgmi-diag.ml-engineering.deployment-error-row-remap-excerpt.txt")
+    assert report["errors"] == ["Error: GPU 3 has uncorrectable memory errors and row remappings are pending"]
+    assert "the table has no closing border: the output was cut short" in report["problems"]
+
+
+def test_thermal_failure_of_one_gpu_in_a_pasted_middle():
+    report = parse("dcgmi-diag.ml-engineering.r2-gpu0-thermal-fail-excerpt.txt")
+    assert report["errors"] == [
+        "GPU Memory: Warning: GPU 0 Thermal violations totaling 13.3 seconds started at 9.7 seconds into the test "
+        "for GPU 0 Verify that the cooling on this machine is functional, including external, thermal material "
+        "interface, fans, and any other components."]
+    assert report["problems"][2:] == [
+        "the table has no heading row: the output's start is missing",
+        "the table's last row breaks off in the middle: '|                           | ts.'",
+        "the table has no closing border: the output was cut short",
+        "the table has no Deployment section, which every run level prints"]
 
 
 def test_all_skipped_past_deployment_is_no_pass():

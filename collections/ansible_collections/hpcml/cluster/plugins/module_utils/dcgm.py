@@ -33,6 +33,8 @@ _DOUBLE_RULE = re.compile(r"^\+=+\+=+\+$")
 _BORDER = re.compile(r"^\+-+\+-+\+$")
 _SECTION = re.compile(r"^[|+]-+\s+(?P<name>\S.*?)\s+-+\+-+[|+]$")
 _ROW = re.compile(r"^\|(?P<name>.*?)\|(?P<value>.*)\|$")
+# The last row of a paste that stopped in the middle of the line.
+_OPEN_ROW = re.compile(r"^\|(?P<name>[^|]*)\|(?P<value>[^|]*)$")
 # Up to 3.x: "Pass", "Pass - All", "Fail - GPU: 1", "Pass - GPUs: 0, 2, 3".
 _GROUP = re.compile(r"^(?P<result>Pass|Fail|Warn|Skip|Not Run)(?: - (?:All|GPUs?: (?P<ids>\d+(?:, *\d+)*)))?$")
 # From 4.0: "GPU0: Pass" under the test's row.
@@ -95,7 +97,7 @@ def _tables(lines) -> list:
 def _read_table(lines, headed: bool) -> dict:
     """The tests, metadata and shape problems of one table (lines from its heading row on)."""
     table = {"tests": [], "metadata": {}, "closed": False, "headed": headed, "interrupted": None, "categories": [],
-             "end": len(lines)}
+             "end": len(lines), "open_row": None, "orphans": []}
     category = None
     test = None
     message = None
@@ -119,6 +121,9 @@ def _read_table(lines, headed: bool) -> dict:
             test = message = None
             continue
         row = _ROW.match(stripped)
+        if not row and _OPEN_ROW.match(stripped):
+            row = _OPEN_ROW.match(stripped)
+            table["open_row"] = stripped
         if not row:
             table["interrupted"] = stripped
             table["end"] = index
@@ -130,25 +135,29 @@ def _read_table(lines, headed: bool) -> dict:
         if category == "Metadata":
             table["metadata"][name] = value
             continue
-        if category is None and not headed and not _GROUP.match(value):
+        kind = _MESSAGE.match(name)
+        if category is None and not headed and test is None and not kind and not _GROUP.match(value):
             # The rest of a Metadata section whose heading was cut off with the table's top.
             continue
-        kind = _MESSAGE.match(name)
         if name and not kind:
             test = _new_test(name, category)
             table["tests"].append(test)
             message = None
             _apply_result(test, value, name)
             continue
-        if test is None:
-            table["interrupted"] = stripped
-            table["end"] = index
-            break
         if kind:
             gpu = kind.group("id") if kind.group("group") == "GPU" else None
             message = {"kind": kind.group("kind"), "gpu": gpu, "chunks": [_chunk(line)]}
-            test["messages"].append(message)
+            # A message above every test (a paste that kept only it) still belongs to the run.
+            (test["messages"] if test else table["orphans"]).append(message)
             continue
+        if test is None:
+            if message is not None:
+                message["chunks"].append(_chunk(line))
+                continue
+            table["interrupted"] = stripped
+            table["end"] = index
+            break
         if _GROUP.match(value) or _ENTITY.match(value):
             _apply_result(test, value, name)
             message = None
@@ -188,10 +197,10 @@ def _apply_result(test: dict, value: str, name: str) -> None:
                                  f"Pass, Fail, Warn, Skip, Not Run")
 
 
-def _finish_messages(test: dict) -> list:
-    """The test's messages as text, each with what it is and the GPU it names."""
+def _finish_messages(messages: list) -> list:
+    """Messages as text, each with what it is and the GPU it names."""
     out = []
-    for message in test["messages"]:
+    for message in messages:
         text = "".join(message["chunks"]).strip()
         prefix = message["kind"] + (f" (GPU {message['gpu']})" if message["gpu"] is not None else "")
         out.append((message["kind"], f"{prefix}: {text}"))
@@ -227,12 +236,17 @@ def _parse_text(text: str, level: int | None) -> dict:
         shapes = {json.dumps([(t["name"], t["result"], t["gpus"]) for t in table["tests"]]) for table in tables}
         if len(shapes) > 1:
             raise parsing.fail(TOOL, f"{len(tables)} result tables that disagree (several runs in one output)", text)
+    for kind, message in _finish_messages(first["orphans"]):
+        if kind != "Info":
+            report["errors"].append(message)
     if not first["tests"] and not report["errors"]:
         raise parsing.fail(TOOL, "a result table without a single test", text)
 
     incomplete = []
     if not first["headed"]:
         incomplete.append("the table has no heading row: the output's start is missing")
+    if first["open_row"] is not None:
+        incomplete.append(f"the table's last row breaks off in the middle: {first['open_row']!r}")
     if first["interrupted"] is not None:
         incomplete.append(f"the table breaks off at a line that is no table row: {first['interrupted']!r}")
     elif not first["closed"]:
@@ -251,7 +265,7 @@ def _parse_text(text: str, level: int | None) -> dict:
     report["driver_version"] = metadata.get("Driver Version Detected") or None
     gpus = set()
     for test in first["tests"]:
-        messages = _finish_messages(test)
+        messages = _finish_messages(test["messages"])
         gpus.update(test["gpus"])
         report["tests"].append({"name": test["name"], "category": test["category"], "result": test["result"],
                                 "gpus": dict(test["gpus"]), "messages": [text for kind, text in messages]})

@@ -272,8 +272,9 @@ def dcgm4_document(pcie="Pass"):
 
 
 def test_dcgm4_json_pass():
-    report = dcgm.parse_dcgmi_diag(json.dumps(dcgm4_document(), indent=4), level=2)
-    assert report["status"] == "pass"
+    # The level comes from the command line recorded above the document.
+    report = dcgm.parse_dcgmi_diag("$ dcgmi diag -r 2 -j\n" + json.dumps(dcgm4_document(), indent=4))
+    assert (report["status"], report["level"]) == ("pass", 2)
     assert (report["dcgm_version"], report["driver_version"], report["gpus"]) == ("4.4.2", "580.105.08", [0])
     assert [(test["name"], test["result"], test["gpus"]) for test in report["tests"]] == [
         ("software", "pass", {"0": "pass"}), ("memory", "pass", {"0": "pass"}), ("pcie", "pass", {"0": "pass"})]

@@ -209,10 +209,7 @@ def _finish_messages(messages: list) -> list:
 
 def _parse_text(text: str, level: int | None) -> dict:
     lines = text.splitlines()
-    report = _new_report("text", level)
-    if report["level"] is None:
-        match = _LEVEL.search(text)
-        report["level"] = int(match.group("level")) if match else None
+    report = _new_report("text", level if level is not None else _command_level(text))
     warnings = []
     spans = _tables(lines)
     if not spans:
@@ -355,7 +352,7 @@ def _json_test(entry: dict, category: str | None, gpus: set) -> tuple:
     return test, warnings
 
 
-def _parse_json(document, text: str, level: int | None, report: dict, warnings: list) -> list:
+def _parse_json(document, text: str, report: dict, warnings: list) -> list:
     """Fills `report` from a loaded document; returns why it reads as incomplete."""
     if not isinstance(document, dict):
         raise parsing.fail(TOOL, "the JSON is not an object", text)
@@ -402,9 +399,15 @@ def _parse_json(document, text: str, level: int | None, report: dict, warnings: 
     return []
 
 
+def _command_level(text: str) -> int | None:
+    """The run level of a `dcgmi diag -r N` command line recorded with the output."""
+    match = _LEVEL.search(text)
+    return int(match.group("level")) if match else None
+
+
 def _parse_json_text(text: str, level: int | None) -> dict:
     start = text.find("{")
-    report = _new_report("json", level)
+    report = _new_report("json", level if level is not None else _command_level(text[:start]))
     warnings = []
     _stray_lines(text[:start].splitlines(), report, warnings)
     document_text = text[start:]
@@ -418,7 +421,7 @@ def _parse_json_text(text: str, level: int | None) -> dict:
             report["errors"].append("a test has the status Fail before the cut")
         return _judge(report, warnings, ["the JSON document ends before it closes: the output was cut short"])
     _stray_lines(document_text[end:].splitlines(), report, warnings)
-    incomplete = _parse_json(document, text, level, report, warnings)
+    incomplete = _parse_json(document, text, report, warnings)
     return _judge(report, warnings, incomplete)
 
 
@@ -462,7 +465,7 @@ def parse_dcgmi_diag(output: str | dict, level: int | None = None) -> dict:
     """
     if isinstance(output, dict):
         report, warnings = _new_report("json", level), []
-        incomplete = _parse_json(output, json.dumps(output), level, report, warnings)
+        incomplete = _parse_json(output, json.dumps(output), report, warnings)
         return _judge(report, warnings, incomplete)
     if not isinstance(output, str):
         raise parsing.ParseError(f"{TOOL}: expected its output as text or loaded JSON, got {type(output).__name__}")

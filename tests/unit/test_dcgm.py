@@ -322,6 +322,13 @@ def test_unknown_result_word_raises():
         dcgm.parse_dcgmi_diag(text.replace("| Pass      ", "| Maybe     ", 1))
 
 
+def test_unknown_json_status_raises():
+    document = dcgm4_document()
+    document["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["test_summary"]["status"] = "Maybe"
+    with pytest.raises(parsing.ParseError, match="Maybe"):
+        dcgm.parse_dcgmi_diag(document)
+
+
 def test_tables_that_disagree_raise():
     text = (FIXTURES / "dcgmi-diag.slurm-on-aws.v3.3.9-r3-2gpu-skips-printed-twice.txt").read_text()
     second = text.rindex("| PCIe ")

@@ -46,10 +46,10 @@ _CHUNK_START, _CHUNK = 30, 45
 
 
 def _result(word: str) -> str:
-    word = word.strip().lower()
-    if word not in RESULTS:
-        raise ValueError(word)
-    return word
+    result = word.strip().lower()
+    if result not in RESULTS:
+        raise parsing.ParseError(f"{TOOL}: the result {word!r} is none of Pass, Fail, Warn, Skip, Not Run")
+    return result
 
 
 def _worst(results) -> str | None:
@@ -79,14 +79,14 @@ def _stray_lines(lines, report: dict, warnings: list) -> None:
 # ---------------------------------------------------------------------------------------------------- text table
 
 def _tables(lines) -> list:
-    """(start, end) line spans of each result table: from its heading row to its closing border or the output's end."""
+    """(start, limit) line spans of each result table: from its heading row up to the next table's or the end."""
     starts = [index for index, line in enumerate(lines) if _HEADER.match(line.strip())]
     spans = []
     for number, start in enumerate(starts):
-        # A table whose top was cut starts at its first row; only the first one can have lost its heading.
         limit = starts[number + 1] if number + 1 < len(starts) else len(lines)
         spans.append((start, limit))
     if not starts:
+        # A table whose top was cut off starts at its first row.
         first = next((index for index, line in enumerate(lines) if _ROW.match(line.strip())
                       or _SECTION.match(line.strip())), None)
         if first is not None:

@@ -5,7 +5,7 @@ import re
 from unit_paths import FIXTURES
 
 # The tools of the node layer's parsers; a fixture of one of them is named after it.
-TOOLS = ("nvidia-smi-topo-m.", "nvidia-smi-q-x.", "ibv_devinfo.", "ibstat.", "nccl-tests.")
+TOOLS = ("nvidia-smi-topo-m.", "nvidia-smi-q-x.", "ibv_devinfo.", "ibstat.", "nccl-tests.", "dcgmi-diag.")
 ROW = re.compile(r"^\| `(?P<name>[^`]+)` \| [^|]+ \| [^|]+ \| <(?P<url>https://github\.com/[^>]+)> \| [^|]+ \|$")
 
 

@@ -489,3 +489,34 @@ def test_the_module_judges_and_fails_only_on_malformed_arguments(node_acceptance
     assert checks["nvlink_errors"]["reason"].startswith("nvidia-smi nvlink -e: nvidia-smi nvlink -e: unexpected line")
     malformed = node_acceptance(gpu=facts, nccl=[{"test": "all_reduce", "scope": "node", "output": "{}"}])
     assert malformed["failed"] and "no output to judge and no reason in skip" in malformed["msg"]
+
+
+# --- with the real parsers on recorded outputs --------------------------------------------------------------------
+
+
+def test_recorded_a100_all_reduce_through_the_nccl_tests_parser(fixture_text):
+    """superbench's 8 x A100 all_reduce_perf, validation off, up to 8 GiB: judged at 8 GiB against the A100 x8
+    threshold (measured at 16 GiB by Azure) and NVLink3's 300 GB/s."""
+    nccl = pytest.importorskip("ansible_collections.hpcml.cluster.plugins.module_utils.nccl")
+    facts = gpu_facts(fixture_text, "nvidia-smi-topo-m.xuesongtap-blog.a100-x8-nv12-17nic.txt", A100_NAME)
+    run = {"test": "all_reduce_perf", "scope": "node", "rc": 0,
+           "parsed": nccl.parse_nccl_tests(fixture_text("nccl-tests.superbench.allreduce.txt"))}
+    check = acceptance.judge(facts, {}, None, nccl=[run], skip=ALL_BUT_NCCL)["checks"]["nccl_all_reduce"]
+    assert (check["status"], check["measured"], check["limit"], check["threshold"]) == ("pass", 235.26, 300.0, 228.0)
+    assert check["reason"] == ("235.26 GB/s at 8 GiB, 0.78 of 300 GB/s (NVLink3 x12 at 25 GB/s per direction), "
+                               "threshold 228 GB/s; results not validated (-c 0): wrong data would have gone unseen")
+    assert check["fraction"] == 0.784
+    # The global 0.8 would fail this healthy node: the A100 entry carries its own 0.75.
+    strict = {"A100 x8": dict(acceptance.THRESHOLDS["A100 x8"], min_fraction=0.8)}
+    failed = acceptance.judge(facts, {}, None, nccl=[run], skip=ALL_BUT_NCCL, thresholds=strict)
+    assert failed["checks"]["nccl_all_reduce"]["reason"].startswith(
+        "235.26 GB/s at 8 GiB is 0.78 of the limit 300 GB/s (NVLink3 x12 at 25 GB/s per direction), below 0.8")
+    assert failed["min_fraction"] == 0.8
+
+
+def test_recorded_dcgm_pcie_failure_through_the_dcgm_parser(fixture_text):
+    dcgm = pytest.importorskip("ansible_collections.hpcml.cluster.plugins.module_utils.dcgm")
+    parsed = dcgm.parse_dcgmi_diag(fixture_text("dcgmi-diag.dcgm-253.v4.4.1-r2-b200x8-pcie-fail.txt"))
+    result = acceptance.judge_dcgm({"level": 2, "rc": 226, "parsed": parsed})
+    assert result["status"] == "fail"
+    assert result["reason"].startswith("dcgmi diag -r 2: pcie fail: Warning: There was an internal error")

@@ -96,11 +96,13 @@ options:
       - >-
         Per-SKU thresholds, e.g. C({"H100 x8": {"message_bytes": 17179869184, "all_reduce_busbw_gbs": 460,
         "per_nic_gbps": 380, "per_nic_rate_gbps": 400}}); C(<test>_busbw_gbs) for each collective within the node,
-        C(per_nic_gbps) for links (applied to NICs of C(per_nic_rate_gbps) or faster, with GPUDirect RDMA at both ends).
+        C(per_nic_gbps) for links (applied to NICs of C(per_nic_rate_gbps) or faster, with GPUDirect RDMA at both ends),
+        C(min_fraction) in place of O(min_fraction) for that SKU.
       - Azure's node health check figures for 8 x H100, H200 and A100 when not given.
     type: dict
   min_fraction:
-    description: The least fraction of the physical limit a measured bus bandwidth must reach.
+    description: The least fraction of the physical limit a measured bus bandwidth must reach, where the SKU's
+      thresholds do not set their own.
     type: float
     default: 0.8
   skip:

@@ -520,3 +520,17 @@ def test_recorded_dcgm_pcie_failure_through_the_dcgm_parser(fixture_text):
     result = acceptance.judge_dcgm({"level": 2, "rc": 226, "parsed": parsed})
     assert result["status"] == "fail"
     assert result["reason"].startswith("dcgmi diag -r 2: pcie fail: Warning: There was an internal error")
+
+
+def test_recorded_two_node_h100_all_reduce_as_a_link(h100, fixture_text):
+    """Issue 309's 16 H100 on two HGX nodes, 469 GB/s at 16 GiB: above the ring's bound of eight NDR NICs (a tree
+    moves less across the nodes than busbw's formula counts), so the fraction exceeds 1 and the link passes."""
+    nccl = pytest.importorskip("ansible_collections.hpcml.cluster.plugins.module_utils.nccl")
+    facts, nics = h100
+    near = {f"GPU{i}": {"link": "PIX", "nics": [f"mlx5_{n}"]} for i, n in enumerate((0, 1, 4, 5, 6, 7, 8, 9))}
+    mine = limits.limits(facts, nics, {"ready": True, "nearest_nics": near}, None)
+    run = {"test": "all_reduce_perf", "scope": "pair", "peer": "bm-h100-02", "rc": 0,
+           "parsed": nccl.parse_nccl_tests(fixture_text("nccl-tests.issue-309.h100-x16-2node-mpi-noise.txt"))}
+    link = acceptance.judge_link(run, mine, mine, acceptance.THRESHOLDS, "H100 x8")
+    assert (link["status"], link["measured"], link["limit"], link["fraction"], link["threshold"]) == (
+        "pass", 469.21, 400.0, 1.173, 380.0)

@@ -1,5 +1,6 @@
 """One home for each shared value (issue 15): the cluster role holds them, plays pull it in first, roles read only
-their own variables and its, the inventory groups are named in one place, and no two roles write the same file."""
+their own variables and its, the inventory groups are named in one place, and no two roles write the same file.
+Facts one role sets and others read are declared, with their owner, in docs/shared-values.md (issue 25)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from unit_paths import PROJECT
 
 ROLES = PROJECT / "roles"
 SHARED = ROLES / "cluster"
+SHARED_DOC = PROJECT / "docs" / "shared-values.md"
+FACTS_MODULES = PROJECT / "collections" / "ansible_collections" / "hpcml" / "cluster" / "plugins" / "modules"
 PLAYBOOKS = sorted((PROJECT / "playbooks").glob("*.yml"))
-# The benchmark role is being moved onto the shared set with the job document (issue 15, item 1); it joins these
-# checks then.
+# Every role but the cluster role, whose values these are; the benchmark's role (benchrunner) included.
 CHECKED_ROLES = sorted(p for p in ROLES.iterdir() if p.is_dir() and p.name != "cluster")
 WRITERS = {"ansible.builtin.template": "dest", "ansible.builtin.copy": "dest", "ansible.builtin.get_url": "dest",
            "ansible.builtin.lineinfile": "path", "ansible.builtin.blockinfile": "path",
@@ -34,7 +36,7 @@ def shared_names() -> dict:
 
 def test_the_shared_role_is_variables_only_and_named_in_the_docs():
     assert sorted(p.name for p in SHARED.iterdir()) == ["README.md", "defaults", "meta", "vars"]
-    doc = (PROJECT / "docs" / "shared-values.md").read_text()
+    doc = SHARED_DOC.read_text()
     assert [name for name in shared_names() if f"`{name}`" not in doc] == []
 
 
@@ -144,3 +146,110 @@ def test_benchrunner_deploy_offers_the_shared_stacks():
     cli._add_playbook_options(parser)
     stack = next(action for action in parser._actions if "--stack" in action.option_strings)
     assert list(stack.choices) == shared_names()["cluster_stacks"]
+
+
+def module_facts() -> dict[str, set[str]]:
+    """The facts each of the collection's facts modules returns, read from its exit_json call."""
+    found = {f"hpcml.cluster.{path.stem}": set(re.findall(r"ansible_facts=\{\"(\w+)\"", path.read_text()))
+             for path in sorted(FACTS_MODULES.glob("*_facts.py"))}
+    assert found and all(found.values()), f"no facts read from the modules in {FACTS_MODULES}: {found}"
+    return found
+
+
+def facts_set(role: Path, modules: dict[str, set[str]]) -> set[str]:
+    """What a role's tasks make a fact: set_fact and register names, what the facts modules it calls return, and the
+    local facts (ansible_local.hpcml_<name>) it writes, itself or through node_facts' record entry point."""
+    names = {f"ansible_local.hpcml_{m.group(1)}" for path in written_files(role)
+             if (m := re.fullmatch(r"/etc/ansible/facts\.d/hpcml_(\w+)\.fact", path))}
+
+    def walk(tasks):
+        for task in tasks or []:
+            for key in ("block", "rescue", "always"):
+                walk(task.get(key))
+            set_fact = task.get("ansible.builtin.set_fact") or task.get("set_fact")
+            if isinstance(set_fact, dict):
+                names.update(set(set_fact) - {"cacheable"})
+            if "register" in task:
+                names.add(task["register"])
+            names.update(*(facts for module, facts in modules.items() if module in task))
+            include = task.get("ansible.builtin.include_role") or {}
+            if include.get("name") == "node_facts" and include.get("tasks_from") == "record":
+                names.add(f"ansible_local.hpcml_{task['vars']['node_facts_record_name']}")
+
+    for path in sorted((role / "tasks").glob("*.yml")):
+        walk(yaml.safe_load(path.read_text()))
+    return names
+
+
+def names_read(text: str) -> set[str]:
+    """The names a role's sources mention; a local fact (a line's ansible_local, or its file) as ansible_local.<name>,
+    apart from the facts module of the same name (the rdma role's record and rdma_facts are both hpcml_rdma)."""
+    names = set()
+    for line in text.splitlines():
+        local = re.findall(r"\b(hpcml_\w+)\.fact\b", line)
+        if "ansible_local" in line:
+            local += re.findall(r"\b(hpcml_\w+)\b", line)
+        names |= {f"ansible_local.{name}" for name in local}
+        names |= set(re.findall(r"\b[a-z_][a-z0-9_]*\b", line)) - set(local)
+    return names
+
+
+def looped_local_reads(role: Path) -> set[str]:
+    """Local facts a task reads by name from a loop (`hpcml_{{ item }}.fact`, loop over a list of the role's vars)."""
+    variables = {**load(role / "defaults" / "main.yml"), **load(role / "vars" / "main.yml")}
+    names = set()
+
+    def walk(tasks):
+        for task in tasks or []:
+            for key in ("block", "rescue", "always"):
+                walk(task.get(key))
+            loop = re.fullmatch(r"\{\{\s*(\w+)\s*\}\}", str(task.get("loop", "")))
+            if loop and re.search(r"hpcml_\{\{\s*item\s*\}\}\.fact", str(task)):
+                items = variables.get(loop.group(1))
+                assert isinstance(items, list), f"{role.name}: {loop.group(1)} is not a list in the role's vars"
+                names.update(f"ansible_local.hpcml_{item}" for item in items)
+
+    for path in sorted((role / "tasks").glob("*.yml")):
+        walk(yaml.safe_load(path.read_text()))
+    return names
+
+
+def shared_facts() -> dict[str, tuple[list[str], list[str]]]:
+    """Each fact some role reads that another role sets: its setters and the roles that read it without setting it."""
+    modules = module_facts()
+    setters: dict[str, list[str]] = {}
+    for role in CHECKED_ROLES:
+        for name in facts_set(role, modules):
+            setters.setdefault(name, []).append(role.name)
+    words = {role.name: names_read(role_sources(role)) | looped_local_reads(role) for role in CHECKED_ROLES}
+    shared = {}
+    for name, owners in setters.items():
+        readers = sorted(role for role, found in words.items() if name in found and role not in owners)
+        if readers:
+            shared[name] = (sorted(owners), readers)
+    return shared
+
+
+def declared_facts() -> dict[str, tuple[list[str], list[str]]]:
+    """The table under "Facts shared between roles" in docs/shared-values.md: fact, set by, read by."""
+    section = SHARED_DOC.read_text().split("\n## Facts shared between roles\n", 1)
+    assert len(section) == 2, f"{SHARED_DOC.name} has no section 'Facts shared between roles'"
+    rows = [line for line in section[1].split("\n## ", 1)[0].splitlines() if line.startswith("| `")]
+    assert rows, f"{SHARED_DOC.name}: the section 'Facts shared between roles' has no table rows"
+    declared = {}
+    for row in rows:
+        fact, owners, readers = (re.findall(r"`([a-z_.]+)`", cell) for cell in row.split("|")[1:4])
+        declared[fact[0]] = (sorted(owners), sorted(readers))
+    return declared
+
+
+def test_facts_shared_between_roles_are_declared_with_their_owner():
+    found = shared_facts()
+    # The scan must see the fact this check was written for, or it proves nothing.
+    assert len(found.get("node_facts_hardware", ((), []))[1]) >= 9, found.get("node_facts_hardware")
+    declared = declared_facts()
+    undeclared = {name: value for name, value in found.items() if declared.get(name) != value}
+    stale = {name: value for name, value in declared.items() if found.get(name) != value}
+    assert undeclared == {}, f"facts read by other roles than the one setting them, not (or differently) declared in " \
+                             f"{SHARED_DOC.name} as (set by, read by): {undeclared}"
+    assert stale == {}, f"{SHARED_DOC.name} declares facts no longer set or read so: {stale}"

@@ -3,6 +3,7 @@ run by Ansible from the roles' own vars and tasks with crafted facts (no node, n
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -382,3 +383,21 @@ def test_nvlink5_refuses_a_driver_before_570(tmp_path):
                                 "vars": {"role_path": str(ROLES / "nvidia_fabricmanager")}, "tasks": tasks}, OS_FACTS["rhel9"],
                    {"node_facts_hardware": hardware, "nvidia_fabricmanager_version": "580.95.05"})
     assert new.returncode == 0, new.stdout[-2000:]
+
+
+# --- Per-family work in files of its own -----------------------------------------------------------------------------
+
+def test_no_task_or_vars_file_branches_on_the_os_family():
+    branches = [str(path.relative_to(PROJECT)) for path in sorted(ROLES.glob("*/*/*.yml"))
+                if path.parent.name in ("tasks", "vars", "defaults", "handlers")
+                and re.search(r"os_family'\]\s*(==|!=|in\b|not in\b)", path.read_text())]
+    assert branches == []
+
+
+def test_every_family_has_all_of_its_files():
+    families = {"Debian", "RedHat"}
+    for role in sorted(path.parent.parent for path in ROLES.glob("*/vars/Debian.yml")):
+        assert {f for f in families if (role / "vars" / f"{f}.yml").is_file()} == families, role.name
+    source = ROLES / "package_source" / "tasks"
+    for family in families:
+        assert (source / f"repository-{family}.yml").is_file() and (source / f"pin-{family}.yml").is_file(), family

@@ -3,6 +3,7 @@ run by Ansible from the roles' own vars and tasks with crafted facts (no node, n
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,18 +43,24 @@ def playbook(tmp_path: Path, play: dict, facts: dict, extra: dict) -> subprocess
                           cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
 
 
-def role_vars(role: str, os_name: str | None = None) -> list[str]:
-    files = [ROLES / role / "defaults" / "main.yml", ROLES / role / "vars" / "main.yml"]
-    if os_name:
-        files.append(ROLES / role / "vars" / f"{os_name}.yml")
+def role_vars(role: str, os_key: str | None = None) -> list[str]:
+    """The shared values, the role's defaults and vars, and for os_key the OS's vars file the role's first_found
+    picks: vars/<Distribution>-<major>.yml, vars/<Distribution>.yml or vars/<Family>.yml."""
+    files = [ROLES / "cluster" / "vars" / "main.yml", ROLES / role / "defaults" / "main.yml",
+             ROLES / role / "vars" / "main.yml"]
+    if os_key:
+        facts = OS_FACTS[os_key]
+        names = [f"{facts['distribution']}-{facts['distribution_major_version']}", facts["distribution"], facts["os_family"]]
+        files.append(next(ROLES / role / "vars" / f"{name}.yml" for name in names
+                          if (ROLES / role / "vars" / f"{name}.yml").is_file()))
     return [str(path) for path in files if path.is_file()]
 
 
-def render(tmp_path: Path, role: str, os_key: str, names: list[str], os_vars: str | None = None, **extra) -> dict:
+def render(tmp_path: Path, role: str, os_key: str, names: list[str], **extra) -> dict:
     """The role's variables in names as Ansible templates them for a node running os_key."""
     out = tmp_path / "values.json"
     probe = "{{ {" + ", ".join(f"'{name}': {name}" for name in names) + "} | to_json }}"
-    run = playbook(tmp_path, {"vars_files": role_vars(role, os_vars),
+    run = playbook(tmp_path, {"vars_files": role_vars(role, os_key),
                               "tasks": [{"ansible.builtin.copy": {"dest": str(out), "content": probe, "mode": "0644"}}]},
                    OS_FACTS[os_key], extra)
     assert run.returncode == 0, run.stdout[-3000:]
@@ -93,6 +100,39 @@ def test_fabric_manager_package_names(tmp_path, os_key, version, packages):
 ])
 def test_cudnn_development_package_is_devel_on_rpm(tmp_path, os_key, packages):
     assert render(tmp_path, "cuda_toolkit", os_key, ["_cuda_toolkit_cudnn_packages"])["_cuda_toolkit_cudnn_packages"] == packages
+
+
+@pytest.mark.parametrize(("os_key", "packages"), [
+    ("rocky8", ["libnccl", "libnccl-devel"]), ("ubuntu2404", ["libnccl2", "libnccl-dev"]),
+])
+def test_nccl_package_names_per_family(tmp_path, os_key, packages):
+    assert render(tmp_path, "cuda_toolkit", os_key, ["_cuda_toolkit_nccl_packages"])["_cuda_toolkit_nccl_packages"] == packages
+
+
+@pytest.mark.parametrize(("os_key", "packages"), [
+    ("rhel9", ["gdrcopy-kmod", "gdrcopy", "gdrcopy-devel"]), ("debian12", ["gdrdrv-dkms", "libgdrapi", "gdrcopy-tests"]),
+])
+def test_gdrcopy_package_names_per_family(tmp_path, os_key, packages):
+    assert render(tmp_path, "gpudirect", os_key, ["_gpudirect_gdrcopy_packages"])["_gpudirect_gdrcopy_packages"] == packages
+
+
+@pytest.mark.parametrize(("os_key", "dist"), [("rocky9", "rhel9.4"), ("ubuntu2204", "ubuntu22.04"), ("debian12", "debian12.7")])
+def test_doca_release_name_per_family(tmp_path, os_key, dist):
+    assert render(tmp_path, "rdma", os_key, ["_rdma_doca_dist"])["_rdma_doca_dist"] == dist
+
+
+# --- NVIDIA's repositories: release names, keys and the container toolkit's package format per family -------------
+
+@pytest.mark.parametrize(("os_key", "cuda_key", "toolkit"), [
+    ("debian12", "cuda/repos/debian12/x86_64/3bf863cc.pub", "deb/amd64/"),
+    ("ubuntu2404", "cuda/repos/ubuntu2404/x86_64/3bf863cc.pub", "deb/amd64/"),
+    ("rhel8", "cuda/repos/rhel8/x86_64/D42D0685.pub", "rpm/x86_64/"),
+    ("rocky9", "cuda/repos/rhel9/x86_64/D42D0685.pub", "rpm/x86_64/"),
+])
+def test_nvidia_repository_urls_per_os(tmp_path, os_key, cuda_key, toolkit):
+    values = render(tmp_path, "nvidia_repo", os_key, ["_nvidia_repo_key_url", "_nvidia_repo_ctk_url"])
+    assert values == {"_nvidia_repo_key_url": "https://developer.download.nvidia.com/compute/" + cuda_key,
+                      "_nvidia_repo_ctk_url": "https://nvidia.github.io/libnvidia-container/stable/" + toolkit}
 
 
 def test_cudnn_8_is_refused_in_preflight(tmp_path):
@@ -185,12 +225,12 @@ def test_initramfs_is_rebuilt_in_the_install_step_not_in_a_handler_after_the_reb
     assert reboot, "40-load.yml no longer reboots: revisit this test"
 
 
-@pytest.mark.parametrize(("os_key", "os_vars", "command"), [
-    ("rhel9", "RedHat", ["dracut", "--force"]), ("rocky8", "RedHat", ["dracut", "--force"]),
-    ("ubuntu2404", "Ubuntu", ["update-initramfs", "-u"]), ("debian12", "Debian", ["update-initramfs", "-u"]),
+@pytest.mark.parametrize(("os_key", "command"), [
+    ("rhel9", ["dracut", "--force"]), ("rocky8", ["dracut", "--force"]),
+    ("ubuntu2404", ["update-initramfs", "-u"]), ("debian12", ["update-initramfs", "-u"]),
 ])
-def test_initramfs_command_per_os(tmp_path, os_key, os_vars, command):
-    assert render(tmp_path, "nvidia_driver", os_key, ["_nvidia_driver_initramfs"], os_vars)["_nvidia_driver_initramfs"] == command
+def test_initramfs_command_per_os(tmp_path, os_key, command):
+    assert render(tmp_path, "nvidia_driver", os_key, ["_nvidia_driver_initramfs"])["_nvidia_driver_initramfs"] == command
 
 
 # --- RHEL/Rocky 8/9: CRB and EPEL for dkms, the driver branch's module stream ---------------------------------------
@@ -207,19 +247,19 @@ def test_initramfs_command_per_os(tmp_path, os_key, os_vars, command):
 ])
 def test_crb_and_epel_per_distribution(tmp_path, os_key, repo, enable, epel):
     values = render(tmp_path, "nvidia_driver", os_key, ["_nvidia_driver_crb_repo", "_nvidia_driver_crb_enable",
-                                                        "_nvidia_driver_epel"], "RedHat")
+                                                        "_nvidia_driver_epel"])
     assert values == {"_nvidia_driver_crb_repo": repo, "_nvidia_driver_crb_enable": enable, "_nvidia_driver_epel": epel}
 
 
 @pytest.mark.parametrize(("flavour", "stream"), [("open", "580-open"), ("proprietary", "580-dkms")])
 def test_module_stream_per_flavour(tmp_path, flavour, stream):
-    values = render(tmp_path, "nvidia_driver", "rocky9", ["_nvidia_driver_module_stream"], "RedHat",
+    values = render(tmp_path, "nvidia_driver", "rocky9", ["_nvidia_driver_module_stream"],
                     nvidia_driver_version="580.95.05", nvidia_driver_kernel_modules=flavour)
     assert values["_nvidia_driver_module_stream"] == stream
 
 
 def redhat_repositories(tmp_path, repolist, streams):
-    """15-redhat-repositories.yml less its dnf-module task (Debian has no python3-dnf), with dnf and
+    """setup-RedHat.yml less its dnf-module task (Debian has no python3-dnf), with dnf and
     subscription-manager stand-ins that print the given repolist / module list and log every call."""
     tools = tmp_path / "bin"
     tools.mkdir()
@@ -232,9 +272,9 @@ def redhat_repositories(tmp_path, repolist, streams):
     (tools / "subscription-manager").write_text(f"#!/bin/sh\necho \"subscription-manager $*\" >> {log}\n")
     for tool in ("dnf", "subscription-manager"):
         (tools / tool).chmod(0o755)
-    tasks = [task for task in yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "15-redhat-repositories.yml").read_text())
+    tasks = [task for task in yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "setup-RedHat.yml").read_text())
              if "ansible.builtin.dnf" not in task]
-    run = playbook(tmp_path, {"vars_files": role_vars("nvidia_driver", "RedHat"),
+    run = playbook(tmp_path, {"vars_files": role_vars("nvidia_driver", "rhel9"),
                               "environment": {"PATH": f"{tools}:{os.environ['PATH']}"}, "tasks": tasks},
                    OS_FACTS["rhel9"], {"nvidia_driver_version": "580.95.05"})
     assert run.returncode == 0, run.stdout[-3000:]
@@ -273,7 +313,7 @@ def test_ubuntu_distro_source_takes_the_signed_prebuilt_modules(tmp_path, flavou
     out = tmp_path / "values.json"
     probe = "{{ {'p': _nvidia_driver_packages, 'b': _nvidia_driver_prebuilt} | to_json }}"
     tasks.append({"ansible.builtin.copy": {"dest": str(out), "mode": "0644", "content": probe}})
-    run = playbook(tmp_path, {"vars_files": role_vars("nvidia_driver", "Ubuntu"), "tasks": tasks}, OS_FACTS["ubuntu2404"],
+    run = playbook(tmp_path, {"vars_files": role_vars("nvidia_driver", "ubuntu2404"), "tasks": tasks}, OS_FACTS["ubuntu2404"],
                    {"nvidia_repo_source": "distro", "nvidia_driver_version": "580.95.05",
                     "nvidia_driver_kernel_modules": flavour})
     assert run.returncode == 0, run.stdout[-3000:]
@@ -281,13 +321,13 @@ def test_ubuntu_distro_source_takes_the_signed_prebuilt_modules(tmp_path, flavou
 
 
 def test_nvidia_repository_on_ubuntu_builds_with_dkms_and_has_no_prebuilt_modules(tmp_path):
-    values = render(tmp_path, "nvidia_driver", "ubuntu2204", ["_nvidia_driver_prebuilt_sets"], "Ubuntu")
+    values = render(tmp_path, "nvidia_driver", "ubuntu2204", ["_nvidia_driver_prebuilt_sets"])
     assert "cuda" not in values["_nvidia_driver_prebuilt_sets"]
 
 
 def test_secure_boot_passes_with_prebuilt_modules_and_stops_dkms(tmp_path):
     guard = yaml.safe_load((ROLES / "nvidia_driver" / "tasks" / "20-install.yml").read_text())[:1]
-    play = {"vars_files": role_vars("nvidia_driver", "Ubuntu"), "tasks": guard}
+    play = {"vars_files": role_vars("nvidia_driver", "ubuntu2404"), "tasks": guard}
     common = {"_nvidia_driver_secure_boot_on": True, "nvidia_driver_version": "580.95.05"}
     prebuilt = playbook(tmp_path, play, OS_FACTS["ubuntu2404"], {**common, "_nvidia_driver_prebuilt": ["linux-modules-x"]})
     assert prebuilt.returncode == 0, prebuilt.stdout[-2000:]
@@ -334,10 +374,30 @@ def test_nvlink5_tasks_install_nvlsm_and_load_ib_umad(tmp_path):
 def test_nvlink5_refuses_a_driver_before_570(tmp_path):
     tasks = yaml.safe_load((ROLES / "nvidia_fabricmanager" / "tasks" / "00-preflight.yml").read_text())
     hardware = dict(HARDWARE, nvlink5_switch_ports=2)
-    old = playbook(tmp_path, {"vars_files": role_vars("nvidia_fabricmanager"), "tasks": tasks}, OS_FACTS["rhel9"],
+    old = playbook(tmp_path, {"vars_files": role_vars("nvidia_fabricmanager"),
+                                "vars": {"role_path": str(ROLES / "nvidia_fabricmanager")}, "tasks": tasks}, OS_FACTS["rhel9"],
                    {"node_facts_hardware": hardware, "nvidia_fabricmanager_version": "550.163.01"})
     assert old.returncode != 0
     assert "needs driver branch 570 or later" in " ".join(old.stdout.split())
-    new = playbook(tmp_path, {"vars_files": role_vars("nvidia_fabricmanager"), "tasks": tasks}, OS_FACTS["rhel9"],
+    new = playbook(tmp_path, {"vars_files": role_vars("nvidia_fabricmanager"),
+                                "vars": {"role_path": str(ROLES / "nvidia_fabricmanager")}, "tasks": tasks}, OS_FACTS["rhel9"],
                    {"node_facts_hardware": hardware, "nvidia_fabricmanager_version": "580.95.05"})
     assert new.returncode == 0, new.stdout[-2000:]
+
+
+# --- Per-family work in files of its own -----------------------------------------------------------------------------
+
+def test_no_task_or_vars_file_branches_on_the_os_family():
+    branches = [str(path.relative_to(PROJECT)) for path in sorted(ROLES.glob("*/*/*.yml"))
+                if path.parent.name in ("tasks", "vars", "defaults", "handlers")
+                and re.search(r"os_family'\]\s*(==|!=|in\b|not in\b)", path.read_text())]
+    assert branches == []
+
+
+def test_every_family_has_all_of_its_files():
+    families = {"Debian", "RedHat"}
+    for role in sorted(path.parent.parent for path in ROLES.glob("*/vars/Debian.yml")):
+        assert {f for f in families if (role / "vars" / f"{f}.yml").is_file()} == families, role.name
+    source = ROLES / "package_source" / "tasks"
+    for family in families:
+        assert (source / f"repository-{family}.yml").is_file() and (source / f"pin-{family}.yml").is_file(), family

@@ -1,4 +1,4 @@
-"""The repository-key check (nvidia_repo's key.yml, which the kubernetes role uses for pkgs.k8s.io too): exactly the
+"""The repository-key check (package_source's key.yml, which every signed apt repository goes through): exactly the
 expected key is installed; a key file holding another key besides it is refused and nothing is installed."""
 
 import os
@@ -35,10 +35,10 @@ def keys(tmp_path_factory):
 def install_key(tmp_path, key_file, fingerprint):
     keyrings = tmp_path / "keyrings"
     keyrings.mkdir()
-    tasks = role_tasks("nvidia_repo", "key")
-    tasks[0]["vars"] = {"nvidia_repo_add_name": "unit-repo", "nvidia_repo_add_key_url": f"file://{key_file}",
-                        "nvidia_repo_add_fingerprint": fingerprint}
-    return play(tmp_path, tasks, {"_nvidia_repo_keyring_dir": str(keyrings)}), keyrings
+    tasks = role_tasks("package_source", "key")
+    tasks[0]["vars"] = {"package_source_repo_name": "unit-repo", "package_source_repo_key_url": f"file://{key_file}",
+                        "package_source_repo_key_fingerprint": fingerprint}
+    return play(tmp_path, tasks, {"_package_source_keyring_dir": str(keyrings)}), keyrings
 
 
 def test_the_expected_key_with_its_subkey_is_installed(tmp_path, keys):

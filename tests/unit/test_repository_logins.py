@@ -1,7 +1,7 @@
-"""A mirror's login in a repository URL (https://user:password@mirror/...): nvidia_repo's repository tasks (which the
-kubernetes and rdma roles use too) write the URL bare to the world-readable source file and the login to a file only
-root reads, apt's auth.conf.d or a 0600 .repo file, and never print the password. apt itself, given the written files,
-sends the login to a server that asks for it."""
+"""A mirror's login in a repository URL (https://user:password@mirror/...): package_source's repository tasks (which
+nvidia_repo, the kubernetes and the rdma roles use) write the URL bare to the world-readable source file and the login
+to a file only root reads, apt's auth.conf.d or a 0600 .repo file, and never print the password. apt itself, given the
+written files, sends the login to a server that asks for it."""
 
 import base64
 import json
@@ -21,7 +21,8 @@ from playbook_run import Run, play, role_tasks
 from ansible_collections.hpcml.cluster.plugins.filter.split_userinfo import split_userinfo
 from unit_paths import PROJECT
 
-ROLE = PROJECT / "roles" / "nvidia_repo"
+ROLE = PROJECT / "roles" / "package_source"
+NVIDIA_REPO = PROJECT / "roles" / "nvidia_repo"
 SECRET = "Hunter2pw"
 DEBIAN = {"os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12",
           "distribution_release": "bookworm", "architecture": "x86_64"}
@@ -47,11 +48,13 @@ def test_split_userinfo(url, parts):
     assert split_userinfo(url) == dict(zip(("url", "username", "password", "machine"), parts))
 
 
-def role_play(tmp_path: Path, tasks: list, facts: dict, extra: dict) -> Run:
-    """Tasks of nvidia_repo with its defaults and vars, as the role would run them on a node with these facts."""
+def role_play(tmp_path: Path, tasks: list, facts: dict, extra: dict, role: Path = ROLE) -> Run:
+    """Tasks of a role with its defaults and vars (its OS family's too), as the role would run them on a node with
+    these facts."""
     playbook = tmp_path / "play.yml"
+    vars_files = [role / "defaults" / "main.yml", role / "vars" / "main.yml", role / "vars" / f"{facts['os_family']}.yml"]
     playbook.write_text(json.dumps([{"hosts": "nodes", "gather_facts": False,
-                                     "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
+                                     "vars_files": [str(path) for path in vars_files],
                                      "tasks": tasks}]))
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"children": {"nodes": {"hosts": {"node001": {
@@ -66,10 +69,11 @@ def role_play(tmp_path: Path, tasks: list, facts: dict, extra: dict) -> Run:
 
 
 def repository_tasks(*names: str) -> list:
-    """repository.yml's tasks by name, templates and included files found in the role, file ownership left as is
-    (the tests need not run as root)."""
+    """The repository entry point's tasks by name (repository.yml and its per-family files), templates and included
+    files found in the role, file ownership left as is (the tests need not run as root)."""
     chosen = []
-    for task in yaml.safe_load((ROLE / "tasks" / "repository.yml").read_text()):
+    files = ("repository.yml", "repository-Debian.yml", "repository-RedHat.yml")
+    for task in [task for name in files for task in yaml.safe_load((ROLE / "tasks" / name).read_text())]:
         if not any(task["name"].startswith(name) for name in names):
             continue
         task = dict(task)
@@ -93,8 +97,8 @@ def apt_repository(tmp_path: Path, url: str) -> tuple[Run, Path, Path]:
     auth.mkdir(exist_ok=True)
     tasks = repository_tasks("Check the repository's login", "Describe the repository (apt)",
                              "Give apt the repository's login")
-    # login.yml writes as root on a node; here the owner is whoever runs the test.
-    login = yaml.safe_load((ROLE / "tasks" / "login.yml").read_text())
+    # apt_login.yml writes as root on a node; here the owner is whoever runs the test.
+    login = yaml.safe_load((ROLE / "tasks" / "apt_login.yml").read_text())
     for task in login:
         for module in ("ansible.builtin.copy",):
             if module in task:
@@ -102,9 +106,9 @@ def apt_repository(tmp_path: Path, url: str) -> tuple[Run, Path, Path]:
     (tmp_path / "login.yml").write_text(yaml.safe_dump(login))
     tasks[-1]["ansible.builtin.include_tasks"] = str(tmp_path / "login.yml")
     run = role_play(tmp_path, tasks, DEBIAN, {
-        "nvidia_repo_add_name": "nvidia-cuda", "nvidia_repo_add_url": url,
-        "nvidia_repo_add_key_url": url + "3bf863cc.pub",
-        "_nvidia_repo_apt_sources_dir": str(sources), "_nvidia_repo_apt_auth_dir": str(auth)})
+        "package_source_repo_name": "nvidia-cuda", "package_source_repo_url": url,
+        "package_source_repo_key_url": url + "3bf863cc.pub",
+        "_package_source_apt_sources_dir": str(sources), "_package_source_apt_auth_dir": str(auth)})
     return run, sources / "nvidia-cuda.sources", auth / "nvidia-cuda.conf"
 
 
@@ -176,8 +180,8 @@ def dnf_repository(tmp_path: Path, url: str) -> tuple[Run, Path]:
     repos.mkdir(exist_ok=True)
     tasks = repository_tasks("Make the repository file private", "Describe the repository (dnf)")
     run = role_play(tmp_path, tasks, RHEL, {
-        "nvidia_repo_add_name": "nvidia-cuda", "nvidia_repo_add_url": url,
-        "nvidia_repo_add_key_url": url + "D42D0685.pub", "_nvidia_repo_yum_dir": str(repos)})
+        "package_source_repo_name": "nvidia-cuda", "package_source_repo_url": url,
+        "package_source_repo_key_url": url + "D42D0685.pub", "_package_source_yum_dir": str(repos)})
     return run, repos / "nvidia-cuda.repo"
 
 
@@ -227,10 +231,10 @@ def test_the_key_is_fetched_with_the_login_and_the_password_never_printed(tmp_pa
     with http_stub.serving(KeyMirror) as port:
         keyrings = tmp_path / "keyrings"
         keyrings.mkdir()
-        tasks = role_tasks("nvidia_repo", "key")
-        tasks[0]["vars"] = {"nvidia_repo_add_name": "unit-repo", "nvidia_repo_add_fingerprint": fingerprint,
-                            "nvidia_repo_add_key_url": f"http://mirror:{SECRET}@127.0.0.1:{port}/k.asc"}
-        run = play(tmp_path, tasks, {"_nvidia_repo_keyring_dir": str(keyrings)})
+        tasks = role_tasks("package_source", "key")
+        tasks[0]["vars"] = {"package_source_repo_name": "unit-repo", "package_source_repo_key_fingerprint": fingerprint,
+                            "package_source_repo_key_url": f"http://mirror:{SECRET}@127.0.0.1:{port}/k.asc"}
+        run = play(tmp_path, tasks, {"_package_source_keyring_dir": str(keyrings)})
         assert run.returncode == 0, run.stdout[-3000:]
         assert (keyrings / "unit-repo.asc").read_bytes() == key
         assert SECRET not in run.stdout + run.stderr
@@ -238,11 +242,12 @@ def test_the_key_is_fetched_with_the_login_and_the_password_never_printed(tmp_pa
 
 def test_preflight_refuses_a_debian_mirror_login_apt_cannot_hold_and_names_mirrors_without_passwords(tmp_path):
     run = role_play(tmp_path, role_tasks("nvidia_repo", "00-preflight"), DEBIAN, {
-        "nvidia_repo_source": "distro", "nvidia_repo_debian_mirror": f"https://deb:{SECRET}%09@mirror.example/debian"})
+        "nvidia_repo_source": "distro", "nvidia_repo_debian_mirror": f"https://deb:{SECRET}%09@mirror.example/debian"},
+        NVIDIA_REPO)
     assert run.refused("The user or password in nvidia_repo_debian_mirror (https://***@mirror.example/debian) holds a "
                        "space, tab or line break"), run.stdout[-3000:]
     bad_scheme = role_play(tmp_path, role_tasks("nvidia_repo", "00-preflight"), DEBIAN, {
-        "nvidia_repo_source": "mirror", "nvidia_repo_mirror_url": f"ftp://m:{SECRET}@mirror.example/nvidia"})
+        "nvidia_repo_source": "mirror", "nvidia_repo_mirror_url": f"ftp://m:{SECRET}@mirror.example/nvidia"}, NVIDIA_REPO)
     assert bad_scheme.refused("'mirror' needs nvidia_repo_mirror_url (http://, https:// or file://; now "
                               "'ftp://***@mirror.example/nvidia')"), bad_scheme.stdout[-3000:]
     assert SECRET not in run.stdout + run.stderr + bad_scheme.stdout + bad_scheme.stderr

@@ -92,13 +92,67 @@ CROSS_READS = {
 }
 
 
+def role_arguments(role: Path) -> set[str]:
+    """Names a role passes as the declared arguments of a role it includes (include_role's vars, each an option of
+    the included entry point's argument spec): calling a role, not reading its settings."""
+    passed = set()
+
+    def walk(tasks):
+        for task in tasks or []:
+            for key in ("block", "rescue", "always"):
+                walk(task.get(key))
+            include = task.get("ansible.builtin.include_role")
+            if include:
+                specs = load(ROLES / include["name"] / "meta" / "argument_specs.yml")["argument_specs"]
+                options = specs.get(include.get("tasks_from", "main"), {}).get("options", {})
+                passed.update(name for name in task.get("vars", {}) if name in options)
+
+    for path in sorted((role / "tasks").glob("*.yml")):
+        walk(yaml.safe_load(path.read_text()))
+    return passed
+
+
 def test_roles_read_no_other_roles_settings():
     settings = {role.name: set(load(role / "defaults" / "main.yml")) for role in CHECKED_ROLES}
     found = set()
     for role in CHECKED_ROLES:
-        words = set(re.findall(r"\b[a-z][a-z0-9_]*\b", role_sources(role)))
+        words = set(re.findall(r"\b[a-z][a-z0-9_]*\b", role_sources(role))) - role_arguments(role)
         found |= {(role.name, name) for other, names in settings.items() if other != role.name for name in names & words}
     assert found == CROSS_READS
+
+
+def test_role_arguments_are_seen():
+    # The exemption above must see the calls it exempts, or it would hide real reads.
+    assert {"package_source_packages", "package_source_version", "package_source_hold"} <= role_arguments(
+        ROLES / "cuda_toolkit")
+
+
+def os_tables(value, where: str) -> list[str]:
+    """Mappings from two or more distributions to lists of versions, anywhere in a variables file."""
+    found = []
+    if isinstance(value, dict):
+        if len(set(value) & DISTRIBUTIONS) >= 2 and all(isinstance(v, list) for v in value.values()):
+            found.append(where)
+        for key, inner in value.items():
+            found += os_tables(inner, f"{where}.{key}")
+    return found
+
+
+DISTRIBUTIONS = {"Debian", "Ubuntu", "RedHat", "Rocky", "AlmaLinux", "CentOS", "SLES", "openSUSE Leap"}
+
+
+def test_one_supported_os_table():
+    tables = []
+    for path in sorted(ROLES.glob("*/*/*.yml")) + sorted((PROJECT / "playbooks").rglob("*.yml")):
+        if path.parent.name in ("defaults", "vars") or path.parent.parent.name == "playbooks":
+            tables += os_tables(yaml.safe_load(path.read_text()), str(path.relative_to(PROJECT)))
+    assert tables == ["roles/cluster/vars/main.yml.cluster_supported_os"]
+    table = shared_names()["cluster_supported_os"]
+    assert {"Debian", "RedHat"} <= set(table) and all(table.values()), table
+    # Both checks of a node's OS read it.
+    for role, tasks in (("preflight", "nodes.yml"), ("nvidia_driver", "00-preflight.yml")):
+        assert "cluster_supported_os[" in (ROLES / role / "tasks" / tasks).read_text(), role
+        assert "cluster" in load(ROLES / role / "meta" / "main.yml")["dependencies"], role
 
 
 def resolve(text: str, variables: dict) -> str:

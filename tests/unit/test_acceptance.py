@@ -309,7 +309,7 @@ def test_all_reduce_at_the_threshold_passes_and_below_it_fails_naming_both_numbe
     bad = judged(h100, nccl_run(350.0))
     assert bad["status"] == "fail"
     assert bad["checks"]["nccl_all_reduce"]["reason"] == (
-        "350 GB/s at 16 GiB is below the H100 x8 threshold of 460 GB/s; 350 GB/s at 16 GiB is 0.78 of the limit "
+        "350 GB/s at 16 GiB is below the H100 x8 threshold of 460 GB/s; 350 GB/s at 16 GiB is 0.778 of the limit "
         "450 GB/s (NVLink4 x18 at 25 GB/s per direction), below 0.8")
 
 
@@ -327,7 +327,7 @@ def test_a_sku_without_threshold_is_judged_by_fraction_alone(fixture_text):
     assert result["sku"] == "H800 x4" and check["threshold"] is None
     assert (check["status"], check["limit"], check["fraction"]) == ("pass", 200.0, 0.9)
     assert check["reason"] == ("180 GB/s at 16 GiB, 0.90 of 200 GB/s (NVLink4 x8 at 25 GB/s per direction); no "
-                               "threshold for H800 x4: judged by the fraction of the limit alone")
+                               "threshold for this test on H800 x4: judged by the fraction of the limit alone")
 
 
 def test_incomplete_output_wrong_results_and_a_failed_exit_fail(h100):
@@ -506,11 +506,11 @@ def test_recorded_a100_all_reduce_through_the_nccl_tests_parser(fixture_text):
     assert check["reason"] == ("235.26 GB/s at 8 GiB, 0.78 of 300 GB/s (NVLink3 x12 at 25 GB/s per direction), "
                                "threshold 228 GB/s; results not validated (-c 0): wrong data would have gone unseen")
     assert check["fraction"] == 0.784
-    # The global 0.8 would fail this healthy node: the A100 entry carries its own 0.75.
+    # The global 0.8 would fail this healthy node: the A100 entry carries its own 0.7.
     strict = {"A100 x8": dict(acceptance.THRESHOLDS["A100 x8"], min_fraction=0.8)}
     failed = acceptance.judge(facts, {}, None, nccl=[run], skip=ALL_BUT_NCCL, thresholds=strict)
     assert failed["checks"]["nccl_all_reduce"]["reason"].startswith(
-        "235.26 GB/s at 8 GiB is 0.78 of the limit 300 GB/s (NVLink3 x12 at 25 GB/s per direction), below 0.8")
+        "235.26 GB/s at 8 GiB is 0.784 of the limit 300 GB/s (NVLink3 x12 at 25 GB/s per direction), below 0.8")
     assert failed["min_fraction"] == 0.8
 
 

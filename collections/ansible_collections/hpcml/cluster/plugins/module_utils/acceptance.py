@@ -18,9 +18,10 @@ THRESHOLDS = {
                 "per_nic_rate_gbps": 400.0},
     "H200 x8": {"message_bytes": GIB16, "all_reduce_busbw_gbs": 480.0, "per_nic_gbps": 380.0,
                 "per_nic_rate_gbps": 400.0},
-    # Ring all_reduce on A100 reaches about 0.78 of NVLink3's 300 GB/s (superbench's recorded 8 x A100 run: 235 GB/s;
-    # Azure's 228 is 0.76 of it): a SKU entry's own min_fraction replaces the global one.
-    "A100 x8": {"message_bytes": GIB16, "all_reduce_busbw_gbs": 228.0, "min_fraction": 0.75},
+    # On A100, nccl-tests reach about 0.75-0.78 of NVLink3's 300 GB/s (superbench's recorded healthy 8 x A100 run:
+    # all_reduce 235, all_gather 223, alltoall 224 GB/s; Azure's 228 is 0.76 of it): a SKU entry's own min_fraction
+    # replaces the global one.
+    "A100 x8": {"message_bytes": GIB16, "all_reduce_busbw_gbs": 228.0, "min_fraction": 0.7},
 }
 MIN_FRACTION = 0.8
 # The collectives run within each node, as nccl-tests names them without "_perf".
@@ -65,14 +66,14 @@ def bandwidth(measured: float, at: str, limit: float | None, basis: str | None, 
     if threshold is not None and measured < threshold:
         failures.append(f"{measured:g} GB/s {at} is below the {sku} threshold of {threshold:g} GB/s")
     if fraction is not None and fraction < min_fraction:
-        failures.append(f"{measured:g} GB/s {at} is {fraction:.2f} of the limit {limit:g} GB/s ({basis}), below "
+        failures.append(f"{measured:g} GB/s {at} is {fraction:.3g} of the limit {limit:g} GB/s ({basis}), below "
                         f"{min_fraction:g}")
     if threshold is None:
-        notes.append(f"no threshold for {sku or 'this node'}: judged by the fraction of the limit alone")
+        notes.append(f"no threshold for this test on {sku or 'this node'}: judged by the fraction of the limit alone")
     if limit is None:
         notes.append(f"the physical limit is unknown ({limit_reason}): judged by the threshold alone")
     if threshold is None and limit is None:
-        return check("skip", f"{measured:g} GB/s {at}, nothing to judge it against: no threshold for "
+        return check("skip", f"{measured:g} GB/s {at}, nothing to judge it against: no threshold for this test on "
                              f"{sku or 'this node'} and the physical limit is unknown ({limit_reason})", **numbers)
     if failures:
         return check("fail", "; ".join([*failures, *notes]), **numbers)

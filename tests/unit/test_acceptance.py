@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ansible_collections.hpcml.cluster.plugins.module_utils import acceptance, gpu, gpu_errors, limits, parsing, rdma
+from ansible_collections.hpcml.cluster.plugins.module_utils import acceptance, dcgm, gpu, gpu_errors, limits, nccl, parsing, rdma
 
 H100_NAME = "NVIDIA H100 80GB HBM3"
 A100_NAME = "NVIDIA A100-SXM4-80GB"
@@ -443,8 +443,8 @@ def test_a_judged_node_fits_the_v3_summary(h100, fixture_text):
 
 @pytest.fixture
 def node_acceptance(monkeypatch, capsys):
-    """Runs the module in this process. The nccl-tests and DCGM parsers are another change's: stand-ins that read
-    their result as JSON take their place, so the module's own work is what is tested."""
+    """Runs the module in this process. Stand-ins that read a parser's result as JSON take the nccl-tests and
+    DCGM parsers' place, so the module's own work is what is tested (the parsers have tests of their own)."""
     import importlib  # noqa: PLC0415
     import json  # noqa: PLC0415
     import types  # noqa: PLC0415
@@ -497,7 +497,6 @@ def test_the_module_judges_and_fails_only_on_malformed_arguments(node_acceptance
 def test_recorded_a100_all_reduce_through_the_nccl_tests_parser(fixture_text):
     """superbench's 8 x A100 all_reduce_perf, validation off, up to 8 GiB: judged at 8 GiB against the A100 x8
     threshold (measured at 16 GiB by Azure) and NVLink3's 300 GB/s."""
-    nccl = pytest.importorskip("ansible_collections.hpcml.cluster.plugins.module_utils.nccl")
     facts = gpu_facts(fixture_text, "nvidia-smi-topo-m.xuesongtap-blog.a100-x8-nv12-17nic.txt", A100_NAME)
     run = {"test": "all_reduce_perf", "scope": "node", "rc": 0,
            "parsed": nccl.parse_nccl_tests(fixture_text("nccl-tests.superbench.allreduce.txt"))}
@@ -515,7 +514,6 @@ def test_recorded_a100_all_reduce_through_the_nccl_tests_parser(fixture_text):
 
 
 def test_recorded_dcgm_pcie_failure_through_the_dcgm_parser(fixture_text):
-    dcgm = pytest.importorskip("ansible_collections.hpcml.cluster.plugins.module_utils.dcgm")
     parsed = dcgm.parse_dcgmi_diag(fixture_text("dcgmi-diag.dcgm-253.v4.4.1-r2-b200x8-pcie-fail.txt"))
     result = acceptance.judge_dcgm({"level": 2, "rc": 226, "parsed": parsed})
     assert result["status"] == "fail"
@@ -525,7 +523,6 @@ def test_recorded_dcgm_pcie_failure_through_the_dcgm_parser(fixture_text):
 def test_recorded_two_node_h100_all_reduce_as_a_link(h100, fixture_text):
     """Issue 309's 16 H100 on two HGX nodes, 469 GB/s at 16 GiB: above the ring's bound of eight NDR NICs (a tree
     moves less across the nodes than busbw's formula counts), so the fraction exceeds 1 and the link passes."""
-    nccl = pytest.importorskip("ansible_collections.hpcml.cluster.plugins.module_utils.nccl")
     facts, nics = h100
     near = {f"GPU{i}": {"link": "PIX", "nics": [f"mlx5_{n}"]} for i, n in enumerate((0, 1, 4, 5, 6, 7, 8, 9))}
     mine = limits.limits(facts, nics, {"ready": True, "nearest_nics": near}, None)

@@ -69,7 +69,14 @@ demo: lab-up
 	ansible-playbook site.yml
 	@echo; benchrunner report --results-dir results
 
-test: deps lint unit molecule e2e
+# Each part's wall time is printed as it ends, and all of them at the end, so a CI log says where the time went.
+TEST_PARTS := lint unit molecule e2e
+test: deps
+	@rm -f .cache/test-parts.txt; mkdir -p .cache; \
+	for part in $(TEST_PARTS); do \
+	  start=$$(date +%s); $(MAKE) --no-print-directory $$part; \
+	  echo "make test: $$part took $$(( $$(date +%s) - start )) s" | tee -a .cache/test-parts.txt; \
+	done; cat .cache/test-parts.txt
 
 # The last step is ansible-test sanity on hpcml.cluster (about 50 s the first time; its venvs are then cached).
 lint: deps
@@ -80,7 +87,7 @@ lint: deps
 	python tools/collection_sanity.py
 
 unit: deps
-	pytest -q benchrunner/tests tests/unit
+	pytest -q --durations=10 benchrunner/tests tests/unit
 
 molecule: lab-image
 	molecule test --all
@@ -89,7 +96,7 @@ molecule: lab-image
 e2e: deps
 	$(MAKE) --no-print-directory lab-down
 	$(MAKE) --no-print-directory lab-up
-	pytest -q tests/e2e
+	pytest -q --durations=15 tests/e2e
 
 # On a provisioned cluster (make demo): benchrunner against Horovod's synthetic benchmark method, and the allreduce
 # sweep's bus bandwidth against iperf3, interleaved on the first two nodes.

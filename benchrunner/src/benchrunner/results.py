@@ -29,7 +29,7 @@ RAW_BANDWIDTH = "raw-bandwidth"
 KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE, NODE_VALIDATION, JOB, RAW_BANDWIDTH)
 SCHEMA_VERSION = 2
 # Kinds whose schema has a version of its own; the others (and the campaign file) are at SCHEMA_VERSION.
-SCHEMA_VERSIONS = {JOB: 1}
+SCHEMA_VERSIONS = {JOB: 1, NODE_VALIDATION: 3}
 # What a run's raw/ holds: one file per rank for training, one file for an allreduce sweep (beside it, the link's
 # raw bandwidth where it was measured).
 SWEEP_JSON = "allreduce.json"

@@ -1,9 +1,12 @@
 """The validation play's judgement on a GPU node, run by Ansible over a recorded sysfs tree and nvidia-smi output."""
 
+import hashlib
 import json
 import os
+import platform
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -291,3 +294,63 @@ def test_a_failed_node_is_tainted_on_kubernetes(tmp_path):
 def test_a_passing_node_is_left_alone(tmp_path):
     action, calls = act(tmp_path, "baremetal", [])
     assert action is None and calls == []
+
+
+# The role keeps the kernel log's lines holding "NVRM: Xid" as they are; judging them is the module's.
+XID = "kernel: NVRM: Xid (PCI:0000:84:00): 79, GPU has fallen off the bus."
+
+
+def stand_in_nccl_tests(tmp_path):
+    """A source archive whose Makefile records the build's arguments and makes each test a script printing its own
+    arguments; returns the variables that point the role at it."""
+    source = tmp_path / "source" / "nccl-tests-2.17.6"
+    source.mkdir(parents=True)
+    (source / "Makefile").write_text(
+        "all:\n\tmkdir -p build && echo '$(MPI) $(MPI_HOME) $(CUDA_HOME) $(NCCL_HOME)' > build/made-with\n"
+        "\tfor t in all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf; do "
+        "printf '#!/bin/sh\\necho \"$$(basename $$0) $$*\"\\n' > build/$$t && chmod +x build/$$t; done\n")
+    archive = tmp_path / "nccl-tests.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source, arcname=source.name)
+    return {"node_validation_nccl_tests_url": archive.as_uri(), "node_validation_nccl_tests_dir": str(tmp_path / "nccl-tests"),
+            "node_validation_nccl_tests_checksum": "sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest()}
+
+
+def test_acceptance_on_gpu_nodes_builds_runs_and_keeps_every_output(tmp_path, sysfs):
+    # Two GPU nodes (this machine twice) with stand-ins for the tools: nccl-tests from a local archive, dcgmi, a kernel
+    # log with one line in the driver's "NVRM: Xid" form among others, systemctl answering for nvidia-dcgm; DCGM's
+    # package is one already installed.
+    gpu_node(sysfs)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "systemctl").write_text("#!/bin/sh\n[ \"$1\" = show ] && printf 'Id=nvidia-dcgm.service\\nLoadState=loaded\\n"
+                                     "ActiveState=active\\nSubState=running\\nUnitFileState=enabled\\n'\nexit 0\n")
+    (tools / "dcgmi").write_text("#!/bin/sh\necho \"dcgmi $*\"\n")
+    (tools / "journalctl").write_text(f"#!/bin/sh\necho '{XID}'\necho 'kernel: eth0: link up'\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    run, summary = validate(tmp_path, sysfs, path=tools, nodes=("gpu-a", "gpu-b"), extra={
+        "node_validation_acceptance": True, "node_validation_dcgm_package": "bash", "node_validation_on_fail": "drain",
+        "node_validation_dcgm_level": 1, **stand_in_nccl_tests(tmp_path)})
+    results.validate(results.NODE_VALIDATION, summary)
+    built = tmp_path / "nccl-tests" / "nccl-tests-2.17.6" / "build" / "made-with"
+    assert built.read_text().split() == ["1", f"/usr/lib/{platform.machine()}-linux-gnu/openmpi", "/usr/local/cuda", "/usr"]
+    [stamp] = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    raw = stamp / "gpu-a"
+    assert (raw / "all_reduce_perf.txt").read_text().startswith("all_reduce_perf -b 8 -e 16G -f 2 -n 20 -w 5 -g 1\n")
+    assert sorted(p.name for p in raw.iterdir()) == [
+        "all_gather_perf.txt", "all_reduce_perf.txt", "alltoall_perf.txt", "dcgmi-diag.json", "kernel-xid.log",
+        "nvidia-smi-nvlink-e.txt", "nvidia-smi-q-x.xml", "reduce_scatter_perf.txt"]
+    assert (raw / "dcgmi-diag.json").read_text() == "dcgmi diag -r 1 -j"
+    assert (raw / "kernel-xid.log").read_text() == XID
+    assert summary["nodes"]["gpu-a"]["checks"]["acceptance_inputs"]["status"] == "pass"
+    # The pair's ranks would run as the MPI account, which this machine lacks: the link says so.
+    [link] = summary["links"]
+    assert (link["a"], link["b"], link["status"]) == ("gpu-a", "gpu-b", "skip")
+    assert link["reason"].startswith("the MPI account hpcbench does not exist on gpu-a")
+    # Output no parser can take is not a pass: the nodes fail, and drain asked for finds no scheduler to do it in.
+    assert run.returncode != 0 and summary["status"] == "fail"
+    assert [(a["node"], a["action"], a["done"]) for a in summary["actions"]] == [("gpu-a", "drain", False),
+                                                                                ("gpu-b", "drain", False)]
+    assert all(a["reason"].endswith("(not done: no scheduler to drain it in: no Slurm controller and cluster_stack is not k8s)")
+               for a in summary["actions"])

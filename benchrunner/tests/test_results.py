@@ -73,7 +73,8 @@ def test_kind_of():
 
 
 def node_validation(check):
-    return {"kind": "node-validation", "schema_version": 2, "created": "2026-11-21T07:00:00Z", "status": "pass",
+    return {"kind": "node-validation", "schema_version": 3, "created": "2026-11-21T07:00:00Z", "status": "pass",
+            "links": [], "actions": [],
             "cluster": {"versions_uniform": {"status": "skip", "reason": "no node has an NVIDIA GPU"},
                         "ib_write_bw_pair": {"status": "pass", "detail": "gpu01 <-> gpu02", "gbps": 392.4}},
             "nodes": {"gpu01": {"roles": {"nvidia_driver": {"steps": "run", "reason": None, "version": "580.95.05"}},
@@ -87,5 +88,5 @@ def test_node_validation_summary_is_checked_like_every_result():
 
 
 def test_a_skipped_or_failed_check_must_say_why():
-    with pytest.raises(results.ResultError, match="node-validation v2 schema at nodes/gpu01/checks/nvidia_smi"):
+    with pytest.raises(results.ResultError, match="node-validation v3 schema at nodes/gpu01/checks/nvidia_smi"):
         results.validate(results.NODE_VALIDATION, node_validation({"status": "skip"}))

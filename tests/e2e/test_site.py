@@ -160,3 +160,24 @@ def test_validation_summary_says_what_it_could_not_check_and_why(node_validation
         assert checks["ib_ports_active"]["status"] == "skip"
         assert checks["peermem_loaded"]["reason"] == "no NVIDIA GPU on this node"
         assert checks["reboot_pending"]["status"] == "pass"
+
+
+def test_acceptance_skips_every_gpu_check_and_measures_the_lab_pair_through_gloo(first_run, tmp_path):
+    # Opted in on the lab: no GPU, so nothing is built or run on a GPU and each GPU input says which fact says so; the
+    # pair's allreduce goes through Gloo on the CPUs, measured, with no hardware rate over veth to judge it against.
+    outcome = run_site(playbook="playbooks/validate.yml", extravars={"node_validation_acceptance": True,
+                                                                     "node_validation_results_dir": str(tmp_path)})
+    assert outcome.ok, outcome.failures
+    document = results.load(results.NODE_VALIDATION, tmp_path / "latest.json")
+    assert document["status"] == "pass"
+    for name, node in document["nodes"].items():
+        checks = node["acceptance"]["checks"]
+        assert checks, name
+        for check in checks.values():
+            assert check["status"] == "skip", (name, check)
+            assert check["reason"].startswith("ansible_facts.hpcml_gpu.present is false: no NVIDIA GPU found"), (name, check)
+    [link] = document["links"]
+    assert (link["a"], link["b"], link["test"], link["status"]) == ("lab-node1", "lab-node2", "all_reduce_gloo", "skip")
+    assert link["busbw_gbs"] > 0 and link["limit_gbs"] is None and link["fraction"] is None
+    assert link["reason"].startswith("no limit: eth0 on lab-node1 is a virtual interface"), link["reason"]
+    assert document["actions"] == []

@@ -1,9 +1,12 @@
 """The validation play's judgement on a GPU node, run by Ansible over a recorded sysfs tree and nvidia-smi output."""
 
+import hashlib
 import json
 import os
+import platform
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -46,19 +49,20 @@ def nccl(tmp_path, version):
     return tools
 
 
-def validate(tmp_path, sysfs, proc=None, path=None, records=None, **smi):
-    """playbooks/validate.yml on this machine as the only node, nvidia-smi answering with recorded output (smi: the
-    topo -m fixture and its exit status), procfs from proc (default: a 6.8 kernel, no NVIDIA version file), tools
-    found first in path and the roles' records read from records (default: none); returns the exit code and the summary."""
+def validate(tmp_path, sysfs, proc=None, path=None, records=None, nodes=("gpu001",), extra=None, **smi):
+    """playbooks/validate.yml on this machine as every node (nodes: their names), nvidia-smi answering with recorded
+    output (smi: the topo -m fixture and its exit status), procfs from proc (default: a 6.8 kernel, no NVIDIA version
+    file), tools found first in path, the roles' records read from records (default: none) and further variables in
+    extra; returns the exit code and the summary."""
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  children:\n    nodes:\n      hosts:\n        gpu001:\n"
-                         "          ansible_connection: local\n"
-                         f"          ansible_python_interpreter: {sys.executable}\n")
+    inventory.write_text(json.dumps({"all": {"children": {"nodes": {"hosts": {name: {
+        "ansible_connection": "local", "ansible_host": "127.0.0.1", "ansible_python_interpreter": sys.executable}
+        for name in nodes}}}}}))
     out = tmp_path / "results"
     extra = {"node_validation_sysfs_root": str(sysfs.root), "node_validation_nvidia_smi": str(fake_nvidia_smi(tmp_path, **smi)),
              "node_validation_results_dir": str(out),
              "node_validation_proc_root": str(proc or proc_tree(tmp_path, "6.8.0-45-generic")),
-             "node_facts_fact_file": str((records or tmp_path / "no-records") / "hpcml_hardware.fact")}
+             "node_facts_fact_file": str((records or tmp_path / "no-records") / "hpcml_hardware.fact"), **(extra or {})}
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
     if path:
         env["PATH"] = f"{path}:{env['PATH']}"
@@ -198,3 +202,155 @@ def test_an_adapter_without_an_active_port_fails_with_the_count(tmp_path, sysfs,
     assert ports_check(tmp_path, sysfs, parsed) == {"status": "fail", "reason": (
         "no active port on mlx5_2, mlx5_7, mlx5_8 (9 of 12 port(s) active; not active: mlx5_2/1 DOWN, mlx5_7/1 DOWN, "
         "mlx5_8/1 DOWN)")}
+
+
+NO_GPU = "ansible_facts.hpcml_gpu.present is false: no NVIDIA GPU found on the PCI bus"
+
+
+def test_acceptance_without_gpus_skips_every_gpu_input_and_measures_the_pair_through_gloo(tmp_path, sysfs):
+    # Two nodes without GPUs (both this machine): nothing is downloaded or built, the pair's allreduce runs through
+    # torch.distributed's Gloo in the Python environment this test runs in.
+    run, summary = validate(tmp_path, sysfs, nodes=("node-a", "node-b"), extra={
+        "node_validation_acceptance": True, "cluster_python_env": str(Path(sys.executable).parents[1]),
+        "node_validation_gloo_max_bytes": 65536, "node_validation_nccl_tests_dir": str(tmp_path / "nccl-tests")})
+    assert run.returncode == 0, run.stdout[-3000:]
+    results.validate(results.NODE_VALIDATION, summary)
+    assert not (tmp_path / "nccl-tests").exists()
+    for node in summary["nodes"].values():
+        checks = node["acceptance"]["checks"]
+        assert checks and all(c["status"] == "skip" and c["reason"].startswith(NO_GPU) for c in checks.values()), checks
+        assert node["checks"]["acceptance_inputs"]["status"] == "skip"
+    [link] = summary["links"]
+    assert (link["a"], link["b"], link["test"], link["status"]) == ("node-a", "node-b", "all_reduce_gloo", "skip")
+    assert link["busbw_gbs"] > 0 and link["limit_gbs"] is None and link["fraction"] is None
+    assert link["reason"].startswith("no limit: ")
+    assert summary["actions"] == []
+    [raw] = (tmp_path / "results").glob("*/pairs/node-a--node-b.all_reduce_gloo.txt")
+    assert "allreduce over 2 ranks" in raw.read_text()
+
+
+def test_a_failed_gloo_pair_fails_the_link_with_its_error(tmp_path, sysfs):
+    # A message size benchrunner refuses: the ranks exit non-zero, the link fails with their last words, not a skip.
+    run, summary = validate(tmp_path, sysfs, nodes=("node-a", "node-b"), extra={
+        "node_validation_acceptance": True, "cluster_python_env": str(Path(sys.executable).parents[1]),
+        "node_validation_gloo_max_bytes": 6, "node_validation_gloo_timeout": 30})
+    assert run.returncode != 0
+    [link] = summary["links"]
+    assert link["status"] == "fail" and link["busbw_gbs"] is None
+    assert link["reason"].startswith("the Gloo allreduce failed (exit status ")
+    assert summary["status"] == "fail"
+
+
+def test_acceptance_is_off_by_default(tmp_path, sysfs):
+    run, summary = validate(tmp_path, sysfs)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "acceptance" not in summary["nodes"]["gpu001"] and summary["links"] == [] and summary["actions"] == []
+
+
+def act(tmp_path, stack, failing, **extra):
+    """47-act.yml alone on a node whose acceptance has these failing checks; scontrol and kubectl are stand-ins that
+    record their arguments. Returns the recorded action and what the tools were called with."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("scontrol", "kubectl"):
+        (tools / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {tmp_path / 'calls'}\n")
+        (tools / tool).chmod(0o755)
+    inventory = tmp_path / "hosts.yml"
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(json.dumps({"all": {"children": {"nodes": {"hosts": {"node001": host}},
+                                                          "slurm_controller": {"hosts": {"node001": host}}}}}))
+    out = tmp_path / "action.json"
+    tasks = yaml.safe_load((ROLES / "node_validation" / "tasks" / "47-act.yml").read_text())
+    tasks.append({"ansible.builtin.copy": {"dest": str(out), "mode": "0644",
+                                           "content": "{{ node_validation_action | to_json }}"}})
+    play = [{"hosts": "nodes", "gather_facts": False, "vars_files": role_vars("cluster") + role_vars("node_validation"),
+             "tasks": tasks}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    checks = {name: {"status": "fail", "reason": "slow"} for name in failing} | {"dcgm": {"status": "pass"}}
+    variables = {"cluster_stack": stack, "ansible_facts": {"hostname": "gpu-7", "nodename": "gpu-7.example"},
+                 "node_validation_node": {"acceptance": {"checks": checks}}, "cluster_kubeconfig": "/k/config", **extra}
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), PATH=f"{tools}:{os.environ['PATH']}")
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                          "-e", json.dumps(variables), str(tmp_path / "play.yml")],
+                         cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout[-3000:]
+    calls = tmp_path / "calls"
+    return json.loads(out.read_text()), calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_a_failed_node_is_drained_on_the_slurm_controller_and_recorded(tmp_path):
+    action, calls = act(tmp_path, "baremetal", ["nccl_all_reduce_perf"])
+    assert calls == ["scontrol update NodeName=gpu-7 State=DRAIN Reason=node acceptance failed: nccl_all_reduce_perf"]
+    assert action == {"node": "node001", "action": "drain", "done": True,
+                      "reason": "node acceptance failed: nccl_all_reduce_perf"}
+
+
+def test_a_failed_node_is_tainted_on_kubernetes(tmp_path):
+    action, calls = act(tmp_path, "k8s", ["dcgm_diag"], node_validation_k8s_action="taint")
+    assert calls == ["kubectl --kubeconfig /k/config taint nodes gpu-7.example hpcml.io/acceptance=failed:NoSchedule --overwrite"]
+    assert (action["action"], action["done"]) == ("taint", True)
+
+
+def test_a_passing_node_is_left_alone(tmp_path):
+    action, calls = act(tmp_path, "baremetal", [])
+    assert action is None and calls == []
+
+
+# The role keeps the kernel log's lines holding "NVRM: Xid" as they are; judging them is the module's.
+XID = "kernel: NVRM: Xid (PCI:0000:84:00): 79, GPU has fallen off the bus."
+
+
+def stand_in_nccl_tests(tmp_path):
+    """A source archive whose Makefile records the build's arguments and makes each test a script printing its own
+    arguments; returns the variables that point the role at it."""
+    source = tmp_path / "source" / "nccl-tests-2.17.6"
+    source.mkdir(parents=True)
+    (source / "Makefile").write_text(
+        "all:\n\tmkdir -p build && echo '$(MPI) $(MPI_HOME) $(CUDA_HOME) $(NCCL_HOME)' > build/made-with\n"
+        "\tfor t in all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf; do "
+        "printf '#!/bin/sh\\necho \"$$(basename $$0) $$*\"\\n' > build/$$t && chmod +x build/$$t; done\n")
+    archive = tmp_path / "nccl-tests.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source, arcname=source.name)
+    return {"node_validation_nccl_tests_url": archive.as_uri(), "node_validation_nccl_tests_dir": str(tmp_path / "nccl-tests"),
+            "node_validation_nccl_tests_checksum": "sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest()}
+
+
+def test_acceptance_on_gpu_nodes_builds_runs_and_keeps_every_output(tmp_path, sysfs):
+    # Two GPU nodes (this machine twice) with stand-ins for the tools: nccl-tests from a local archive, dcgmi, a kernel
+    # log with one line in the driver's "NVRM: Xid" form among others, systemctl answering for nvidia-dcgm; DCGM's
+    # package is one already installed.
+    gpu_node(sysfs)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "systemctl").write_text("#!/bin/sh\n[ \"$1\" = show ] && printf 'Id=nvidia-dcgm.service\\nLoadState=loaded\\n"
+                                     "ActiveState=active\\nSubState=running\\nUnitFileState=enabled\\n'\nexit 0\n")
+    (tools / "dcgmi").write_text("#!/bin/sh\necho \"dcgmi $*\"\n")
+    (tools / "journalctl").write_text(f"#!/bin/sh\necho '{XID}'\necho 'kernel: eth0: link up'\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    run, summary = validate(tmp_path, sysfs, path=tools, nodes=("gpu-a", "gpu-b"), extra={
+        "node_validation_acceptance": True, "node_validation_dcgm_package": "bash", "node_validation_on_fail": "drain",
+        "node_validation_dcgm_level": 1, **stand_in_nccl_tests(tmp_path)})
+    results.validate(results.NODE_VALIDATION, summary)
+    built = tmp_path / "nccl-tests" / "nccl-tests-2.17.6" / "build" / "made-with"
+    assert built.read_text().split() == ["1", f"/usr/lib/{platform.machine()}-linux-gnu/openmpi", "/usr/local/cuda", "/usr"]
+    [stamp] = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    raw = stamp / "gpu-a"
+    assert (raw / "all_reduce_perf.txt").read_text().startswith("all_reduce_perf -b 8 -e 16G -f 2 -n 20 -w 5 -g 1\n")
+    assert sorted(p.name for p in raw.iterdir()) == [
+        "all_gather_perf.txt", "all_reduce_perf.txt", "alltoall_perf.txt", "dcgmi-diag.json", "kernel-xid.log",
+        "nvidia-smi-nvlink-e.txt", "nvidia-smi-q-x.xml", "reduce_scatter_perf.txt"]
+    assert (raw / "dcgmi-diag.json").read_text() == "dcgmi diag -r 1 -j"
+    assert (raw / "kernel-xid.log").read_text() == XID
+    assert summary["nodes"]["gpu-a"]["checks"]["acceptance_inputs"]["status"] == "pass"
+    # The pair's ranks would run as the MPI account, which this machine lacks: the link says so.
+    [link] = summary["links"]
+    assert (link["a"], link["b"], link["status"]) == ("gpu-a", "gpu-b", "skip")
+    assert link["reason"].startswith("the MPI account hpcbench does not exist on gpu-a")
+    # Output no parser can take is not a pass: the nodes fail, and drain asked for finds no scheduler to do it in.
+    assert run.returncode != 0 and summary["status"] == "fail"
+    assert [(a["node"], a["action"], a["done"]) for a in summary["actions"]] == [("gpu-a", "drain", False),
+                                                                                ("gpu-b", "drain", False)]
+    assert all(a["reason"].endswith("(not done: no scheduler to drain it in: no Slurm controller and cluster_stack is not k8s)")
+               for a in summary["actions"])

@@ -29,6 +29,8 @@ from benchrunner.sweep import MAX_BYTES, MIN_BYTES
 from benchrunner.workload import Workload
 
 STACKS = ("baremetal", "slurm", "k8s")
+# The run's record beside its raw/ results and the LEAVES, on the launcher's host and on the control host.
+JOB_JSON = "job.json"
 NETWORKS = ("tcp", "rdma", "ipoib", "overlay")
 PROGRAMS = ("train", "allreduce")
 # NCCL settings per network mode, so RDMA, IPoIB and TCP runs differ only where they must.
@@ -188,6 +190,11 @@ def host_slots(job: Job) -> list[tuple[str, int]]:
 def hostfile(job: Job) -> str:
     job.validate()
     return "".join(f"{host} slots={slots}\n" for host, slots in host_slots(job))
+
+
+def kept_files(launcher: str) -> tuple[str, ...]:
+    """What a run's folder keeps beside raw/ of a job of this launcher: the job itself and what the launcher left."""
+    return (JOB_JSON, *get(launcher).LEAVES)
 
 
 def run_dir(job: Job) -> Path:

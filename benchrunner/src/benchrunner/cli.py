@@ -515,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--benchrunner", help="benchrunner on the nodes (default: the one beside this Python; an "
                        "MPIJob's pods run the image's)")
     group.add_argument("--partition", help="Slurm partition")
-    group.add_argument("--slurm-mpi", default="pmix", help="srun --mpi plugin (pmix, pmi2)")
+    group.add_argument("--slurm-mpi", default=job_defaults.DEFAULTS["slurm"]["mpi"], help="srun --mpi plugin (pmix, pmi2)")
     k8s = job_defaults.DEFAULTS["kubernetes"]
     group.add_argument("--image", default=k8s["image"], help="MPIJob container image")
     group.add_argument("--namespace", default=k8s["namespace"], help="MPIJob namespace")

@@ -85,7 +85,7 @@ def resolve(request: Any, source: str = "job document", complete: bool = True) -
             dataset = {**DEFAULT_DATASET, **document.get("dataset", {})}
             workload_record["data_dir"] = dataset["dir"]
         elif document.get("dataset", {}).get("dir") == asked.data_dir:
-            dataset = document["dataset"]
+            dataset = {**DEFAULT_DATASET, **document["dataset"]}
     document.pop("dataset", None)
     slots = max(document["gpus_per_node"], 1)
     ranks = document["ranks"] or len(document["hosts"]) * slots

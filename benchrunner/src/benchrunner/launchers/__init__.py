@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 from benchrunner import frameworks, plugins, results
+from benchrunner.job_defaults import DEFAULTS
 from benchrunner.rank_env import GPU_ENV, LAUNCHED_AT_ENV
 from benchrunner.sweep import MAX_BYTES, MIN_BYTES
 from benchrunner.workload import Workload
@@ -84,7 +85,7 @@ class Options:
 
     dry_run: bool = False
     partition: str | None = None
-    mpi: str = "pmix"
+    mpi: str = DEFAULTS["slurm"]["mpi"]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ def render(role: Path) -> str:
         for name, spec in options.items():
             kind = spec.get("type", "str") + (f" of {spec['elements']}" if "elements" in spec else "")
             choices = f" One of: {', '.join(map(str, spec['choices']))}." if "choices" in spec else ""
-            lines.append(f"| `{name}` | {kind} | {cell(spec.get('default'))} | {spec['description']}{choices} |")
+            default = cell(spec["default"]) if "default" in spec else "unset"
+            lines.append(f"| `{name}` | {kind} | {default} | {spec['description']}{choices} |")
         lines.append("")
     for entry, spec in specs.items():
         if entry != "main":

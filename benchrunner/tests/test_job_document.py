@@ -93,6 +93,41 @@ def test_job_resolve_and_launch_read_a_document(tmp_path, capsys, monkeypatch):
     assert "not JSON: NaN is not JSON" in capsys.readouterr().err
 
 
+def test_a_node_launches_only_a_resolved_job_as_it_is(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(request(ranks=2)))
+    assert cli.main(["job", "launch", str(path), "--dry-run"]) == 2
+    assert "not a resolved job (no 'resolved: true'): resolve the request first" in capsys.readouterr().err
+    resolved = job_document.resolve(request(ranks=2))
+    assert resolved["resolved"] is True and job_document.resolve(resolved) == resolved
+    # Launching does not resolve again: what the control host resolved is what starts.
+    monkeypatch.setattr(job_document, "resolve", lambda *_, **__: pytest.fail("resolved again"))
+    assert job_document.launch_plan(resolved).document == resolved
+    # A resolved document edited into something the launcher cannot start is still refused.
+    with pytest.raises(ValueError, match="2 ranks at 1 per node need 2 hosts, 1 given"):
+        job_document.launch_plan({**resolved, "hosts": ["n1"]}, "edited")
+
+
+def test_the_play_gets_the_job_its_hosts_by_inventory_name_and_the_files_the_launcher_leaves(tmp_path, capsys):
+    inventory = {"node-a": "n1", "node-b": "n2", "node-c": "n3"}
+    asked = {k: v for k, v in request(ranks=2).items() if k != "hosts"}
+    placed = job_document.placement(asked, inventory)
+    assert placed["hosts"] == ["node-a", "node-b"] and placed["job"]["hosts"] == ["n1", "n2"]
+    assert placed["leaves"] == ["hostfile"] and placed["job"] == job_document.resolve(request(ranks=2))
+    srun = job_document.placement({**asked, "stack": "slurm", "launcher": "srun"}, inventory)
+    assert srun["leaves"] == ["job.sbatch"]
+    with pytest.raises(ValueError, match="4 ranks at 1 per node need 4 hosts, 3 given"):
+        job_document.placement({**asked, "ranks": 4}, inventory)
+    with pytest.raises(ValueError, match="hosts n9 are none of the inventory's candidates"):
+        job_document.placement({**asked, "hosts": ["n9"], "ranks": 1}, inventory)
+    path, out = tmp_path / "request.json", tmp_path / "run" / "job.json"
+    path.write_text(json.dumps(asked))
+    assert cli.main(["job", "resolve", str(path), "--inventory-hosts", json.dumps(inventory), "-o", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out) == placed and json.loads(out.read_text()) == placed["job"]
+    assert cli.main(["job", "resolve", str(path), "--inventory-hosts", "[]"]) == 2
+    assert "--inventory-hosts: a JSON object of inventory name -> hostname" in capsys.readouterr().err
+
+
 def test_the_launch_options_make_the_same_document(capsys):
     assert cli.main(["launch", "--dry-run", "--run-id", "r1", "--ranks", "2", "--hosts", "n1,n2",
                      "--benchrunner", "/opt/venv/bin/benchrunner", "--env", "B=true"]) == 0
@@ -114,8 +149,9 @@ def test_a_slurm_partition_that_does_not_exist_is_refused_before_anything_is_wri
         stub.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     path = tmp_path / "job.json"
-    path.write_text(json.dumps(request(stack="slurm", launcher="srun", ranks=1, slurm={"partition": "gpu"},
-                                       nodes={"results_dir": str(tmp_path / "node"), "benchrunner": "benchrunner"})))
+    path.write_text(json.dumps(job_document.resolve(request(
+        stack="slurm", launcher="srun", ranks=1, slurm={"partition": "gpu"},
+        nodes={"results_dir": str(tmp_path / "node"), "benchrunner": "benchrunner"}))))
     assert cli.main(["job", "launch", str(path)]) == 2
     err = capsys.readouterr().err
     assert "Slurm partition 'gpu' does not exist (Partition gpu not found); the cluster's partitions: batch" in err

@@ -1,10 +1,11 @@
+import json
 import math
 import shutil
 from pathlib import Path
 
 import pytest
 
-from benchrunner import cli, results, summary
+from benchrunner import cli, job_document, results, summary
 from benchrunner import workload as workload_module
 from documents import rank_document
 
@@ -306,7 +307,9 @@ def test_the_run_page_shows_date_hardware_spread_and_the_previous_run_of_the_sam
     other = [make_rank(rank, run_id="other", batch_size=64) for rank in (0, 1)]
     summary.write(run_dir(*other))
     directory = write_run(run_dir, make_rank, "newer", 1795437454.0, 0.100)
-    (directory / "job.json").write_text("{}")
+    (directory / "job.json").write_text(json.dumps(job_document.resolve(
+        {"kind": "job", "schema_version": 1, "run_id": "newer", "program": "train", "stack": "k8s", "launcher": "mpijob",
+         "network": "tcp", "ranks": 2, "gpus_per_node": 0, "hosts": ["n1", "n2"], "workload": {}})))
     (directory / "mpijob.yaml").write_text("kind: MPIJob\n")
     markdown = (directory / "report.md").read_text()
     assert "run date: 2026-11-23 12:37 UTC" in markdown

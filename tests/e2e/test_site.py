@@ -53,6 +53,15 @@ def test_every_rank_file_reached_the_control_host(latest_summary):
     assert (run_dir / report.REPORT_HTML).is_file() and (run_dir / report.PLOTS_DIR / "loss.png").is_file()
 
 
+def test_the_resolved_job_and_what_its_launcher_left_are_kept_and_linked(latest_summary):
+    run_dir = (RESULTS / summary.LATEST).resolve()
+    job = results.load(results.JOB, run_dir / "job.json")
+    assert job["resolved"] is True and job["launcher"] == "srun" and job["run_id"] == latest_summary["run_id"]
+    # srun's LEAVES, the list the play fetched, is the list the report links.
+    assert (run_dir / "job.sbatch").is_file()
+    assert "job: [job.json](job.json) · [job.sbatch](job.sbatch)" in (run_dir / report.REPORT_MD).read_text()
+
+
 def test_provenance_names_the_stack_and_versions(latest_summary):
     # The lab has a Slurm controller, so the default run is a batch job whose ranks srun started through PMIx.
     assert latest_summary["stack"] == "slurm"

@@ -37,7 +37,8 @@ def stub(path: Path, body: str) -> None:
 def test_env_values_reach_the_ranks_exactly_and_run_nothing(tmp_path):
     marker = tmp_path / "INJECTED"
     env = {name: value.format(marker=marker) for name, value in HOSTILE_ENV.items()}
-    run = play(tmp_path, role_tasks("benchrunner", "name"), gather_facts=True, extravars=settings(
+    run = play(tmp_path, role_tasks("benchrunner", "resolve") + role_tasks("benchrunner", "keep_job"), gather_facts=True,
+               extravars=settings(
         tmp_path, benchrunner_run_id="r1", benchrunner_launcher="srun", benchrunner_stack="slurm",
         benchrunner_env=env, benchrunner_workload={"model": "small_cnn", "xla": True, "learning_rate": 0.05}))
     assert run.returncode == 0, run.stdout[-3000:]
@@ -84,9 +85,23 @@ def test_a_job_benchrunner_refuses_stops_the_play_in_preflight(tmp_path, change,
     ({"benchrunner_runtime_class": "Bad Class!"}, "kubernetes.runtime_class 'Bad Class!' is not a RuntimeClass name"),
 ])
 def test_an_mpijob_the_job_launch_would_refuse_stops_the_play_before_it_writes_the_job(tmp_path, change, said):
-    # Preflight, then what the benchmark play does next: name the run and write its job.json.
-    run = play(tmp_path, role_tasks("benchrunner", "00-preflight") + role_tasks("benchrunner", "name"),
+    # Preflight, then what the benchmark play does next: write the run's job.json.
+    run = play(tmp_path, role_tasks("benchrunner", "00-preflight") + role_tasks("benchrunner", "keep_job"),
                gather_facts=True, extravars=settings(tmp_path, cluster_stack="k8s", benchrunner_run_id="k1", **change))
     assert run.refused("The benchmark settings are not valid: "), run.stdout[-3000:]
     assert said in " ".join(run.stdout.split()), run.stdout[-3000:]
     assert not (tmp_path / "results").exists()
+
+
+def test_the_job_is_resolved_once_by_the_first_play_that_needs_it(tmp_path):
+    # Preflight resolves it; the run's plays (here the same play, as in site.yml's) take what it kept.
+    run = play(tmp_path, role_tasks("benchrunner", "00-preflight") + role_tasks("benchrunner", "resolve")
+               + role_tasks("benchrunner", "keep_job"), gather_facts=True,
+               extravars=settings(tmp_path, benchrunner_run_id="once", benchrunner_ranks=1))
+    assert run.returncode == 0, run.stdout[-3000:]
+    outcomes = [part.split("\n\n", 1)[0] for part in run.stdout.split("TASK [benchrunner : Resolve the job on the "
+                                                                      "control host]")[1:]]
+    assert len(outcomes) == 2 and "ok: [node001" in outcomes[0] and "skipping: [node001]" in outcomes[1], outcomes
+    job = json.loads((tmp_path / "results" / "once" / "job.json").read_text())
+    # What the user left unset is benchrunner's to fill in (benchrunner.job_defaults), not the role's.
+    assert job["resolved"] is True and job["timeout_s"] == 3600 and job["kubernetes"]["image"] == "benchrunner:latest"

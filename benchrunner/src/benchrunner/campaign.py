@@ -247,9 +247,10 @@ def job_request(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
     return request
 
 
-def full_request(run_: Run, campaign: dict[str, Any], hosts: Iterable[str] = ()) -> dict[str, Any]:
-    """A run's job as a whole document, for checking and placing it here (the nodes' paths at their defaults)."""
-    return {"kind": job_document.KIND, "schema_version": job_document.VERSION, "hosts": list(hosts),
+def full_request(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
+    """A run's job as a whole document without its hosts, for checking it before the campaign starts (the play
+    resolves it, once, with the inventory's part)."""
+    return {"kind": job_document.KIND, "schema_version": job_document.VERSION, "hosts": [],
             **job_request(run_, campaign)}
 
 
@@ -285,15 +286,6 @@ def run_outcome(results_dir: Path, run_id: str) -> Attempt:
     return Attempt(not failed, "sanity checks failed: " + "; ".join(failed) if failed else None)
 
 
-def job_hosts(run_: Run, campaign: dict[str, Any], answering: list[str]) -> tuple[list[str], str | None]:
-    """The hosts a run's job runs on (the first of those that answer), or why there are not enough."""
-    job = job_document.plan(full_request(run_, campaign, answering), run_.run_id, complete=False).job
-    if len(job.hosts) < job.nodes:
-        return [], (f"{job.ranks} ranks at {job.slots_per_node} per node need {job.nodes} hosts, "
-                    f"{len(answering)} answer ({', '.join(answering) or 'none'})")
-    return list(job.hosts), None
-
-
 def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any], *, inventory: str | None = None,
                       limit: str | None = None) -> Executor:
     """Each run is the benchmark play of site.yml, driven through ansible-runner."""
@@ -303,14 +295,13 @@ def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any]
         # What an earlier, failed attempt left must not pass for this attempt's result.
         shutil.rmtree(results_dir / run_.run_id, ignore_errors=True)
         variables = {**extravars(run_, campaign), "cluster_results_dir": str(results_dir.resolve())}
-        # The run's play touches only the hosts its job runs on, chosen among those that answer now: a node that
-        # dies, whenever it dies, fails only the runs that need it.
+        # The run's play has the nodes that answer now, and resolves the run's job among them once (benchrunner picks
+        # its hosts): a node that dies, whenever it dies, fails only the runs that need it.
         answering = playbooks.reachable(project, inventory=inventory, pattern=limit or "nodes")
-        hosts, short = job_hosts(run_, campaign, answering)
-        if short:
-            return Attempt(False, short)
+        if not answering:
+            return Attempt(False, f"no host of {limit or 'nodes'} answers")
         outcome = playbooks.run(project, inventory=inventory, extravars=variables, tags=playbooks.BENCHMARK_TAG,
-                                limit=",".join(["localhost", *hosts]), progress=playbooks.Progress(out=None))
+                                limit=",".join(["localhost", *answering]), progress=playbooks.Progress(out=None))
         attempt = run_outcome(results_dir, run_.run_id)
         # A node lost after the run's own ranks finished fails the play, not the measurement.
         if attempt.ok or outcome.ok:

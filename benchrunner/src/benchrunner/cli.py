@@ -19,6 +19,7 @@ from benchrunner import (
     data,
     dataset,
     frameworks,
+    job_defaults,
     job_document,
     kubernetes,
     launchers,
@@ -147,14 +148,13 @@ def _launch_mpijob(args: argparse.Namespace, plan: job_document.Plan) -> int:
         raise ValueError("running an MPIJob needs --collect-dir, the run's folder on this host")
     from benchrunner import mpijob  # noqa: PLC0415 - needs the Kubernetes client
 
-    results.write_atomic(Path(args.collect_dir) / job_document.JOB_JSON, results.dumps(plan.document))
+    results.write_atomic(Path(args.collect_dir) / launchers.JOB_JSON, results.dumps(plan.document))
     return mpijob.run(manifest, expected=mpijob.expected_results(plan.job.program, plan.job.ranks),
                       run_dir=Path(args.collect_dir), kubeconfig=args.kubeconfig, timeout_s=plan.timeout_s,
                       keep=args.keep)
 
 
-def _launch(args: argparse.Namespace, request: Any, source: str) -> int:
-    plan = job_document.plan(request, source)
+def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
     if plan.job.launcher == "mpijob":
         return _launch_mpijob(args, plan)
     partition = plan.slurm["partition"]
@@ -166,13 +166,13 @@ def _launch(args: argparse.Namespace, request: Any, source: str) -> int:
         raise ValueError("; ".join(problems))
     if not args.dry_run:
         # The record of what was asked, beside the ranks' raw/ results.
-        results.write_atomic(Path(plan.job.output_dir).parent / job_document.JOB_JSON, results.dumps(plan.document))
+        results.write_atomic(Path(plan.job.output_dir).parent / launchers.JOB_JSON, results.dumps(plan.document))
     return launchers.execute(plan.job, launchers.Options(dry_run=args.dry_run, partition=plan.slurm["partition"],
                                                          mpi=plan.slurm["mpi"]))
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    return _launch(args, _request(args), "launch options")
+    return _launch(args, job_document.plan(_request(args), "launch options"))
 
 
 def _job_file(name: str) -> tuple[Any, str]:
@@ -184,18 +184,33 @@ def _job_file(name: str) -> tuple[Any, str]:
     return job_document.load(Path(name)), name
 
 
+def _inventory_hosts(value: str) -> dict[str, str]:
+    try:
+        hosts = results.strict_loads(value)
+    except ValueError as exc:
+        raise ValueError(f"--inventory-hosts: not JSON: {exc}") from exc
+    if not isinstance(hosts, dict) or not all(isinstance(v, str) for v in hosts.values()):
+        raise ValueError(f"--inventory-hosts: a JSON object of inventory name -> hostname, got {value!r}")
+    return hosts
+
+
 def cmd_job_resolve(args: argparse.Namespace) -> int:
     request, source = _job_file(args.file)
-    text = results.dumps(job_document.resolve(request, source))
+    if args.inventory_hosts is None:
+        document = job_document.resolve(request, source)
+        out: dict[str, Any] = document
+    else:
+        out = job_document.placement(request, _inventory_hosts(args.inventory_hosts), source)
+        document = out["job"]
     if args.output:
-        results.write_atomic(Path(args.output), text)
-    sys.stdout.write(text)
+        results.write_atomic(Path(args.output), results.dumps(document))
+    sys.stdout.write(results.dumps(out))
     return 0
 
 
 def cmd_job_launch(args: argparse.Namespace) -> int:
-    request, source = _job_file(args.file)
-    return _launch(args, request, source)
+    document, source = _job_file(args.file)
+    return _launch(args, job_document.launch_plan(document, source))
 
 
 def _run_dir(value: str) -> Path:
@@ -483,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "launch", help="start a job on the cluster with one of the launchers (or print it: --dry-run)")
     group = p.add_argument_group("run (where results go and what they record)")
     group.add_argument("--run-id", required=True)
-    group.add_argument("--results-dir", default=job_document.DEFAULT_NODE_RESULTS_DIR,
+    group.add_argument("--results-dir", default=job_defaults.DEFAULT_NODE_RESULTS_DIR,
                        help="the nodes' results folder; ranks write into <results-dir>/<run-id>/raw")
     group.add_argument("--stack", choices=launchers.STACKS, default="baremetal")
     group.add_argument("--launcher", choices=launchers.names(), default=launchers.default_for("baremetal"))
@@ -501,8 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--benchrunner", help="benchrunner on the nodes (default: the one beside this Python; an "
                        "MPIJob's pods run the image's)")
     group.add_argument("--partition", help="Slurm partition")
-    group.add_argument("--slurm-mpi", default="pmix", help="srun --mpi plugin (pmix, pmi2)")
-    k8s = job_document.DEFAULTS["kubernetes"]
+    group.add_argument("--slurm-mpi", default=job_defaults.DEFAULTS["slurm"]["mpi"], help="srun --mpi plugin (pmix, pmi2)")
+    k8s = job_defaults.DEFAULTS["kubernetes"]
     group.add_argument("--image", default=k8s["image"], help="MPIJob container image")
     group.add_argument("--namespace", default=k8s["namespace"], help="MPIJob namespace")
     group.add_argument("--network-attachment", help="Multus network for MPIJob workers")
@@ -517,7 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "containerd's default runtime)")
     group.add_argument("--kubernetes-version", default=k8s["version"],
                        help="the API the MPIJob's pod templates are validated against")
-    group.add_argument("--timeout", type=_positive_seconds, default=job_document.DEFAULTS["timeout_s"],
+    group.add_argument("--timeout", type=_positive_seconds, default=job_defaults.DEFAULTS["timeout_s"],
                        help="seconds to wait for an MPIJob to finish")
     _add_execution(p)
     add_arguments(p)
@@ -530,9 +545,13 @@ def build_parser() -> argparse.ArgumentParser:
     q = _command(jobs, "resolve", help="check a job request and print the resolved job (ranks, hosts, paths)")
     q.add_argument("file", help="the job document (- for standard input)")
     q.add_argument("-o", "--output", help="also write the resolved job here")
+    q.add_argument("--inventory-hosts", metavar="JSON",
+                   help="the candidates as {inventory name: hostname}, in order (the benchmark play's): they are the "
+                   "hosts of a request naming none, and what is printed is {job, hosts (inventory names), leaves "
+                   "(the files the launcher leaves beside raw/)}")
     q.set_defaults(func=cmd_job_resolve)
-    q = _command(jobs, "launch", help="launch the job a document describes")
-    q.add_argument("file", help="the job document (- for standard input)")
+    q = _command(jobs, "launch", help="launch a resolved job (what `job resolve` printed), as it is")
+    q.add_argument("file", help="the resolved job (- for standard input)")
     _add_execution(q)
     q.set_defaults(func=cmd_job_launch)
 
@@ -541,7 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default="results")
     p.add_argument("--plan", action="store_true", help="list the campaign's run ids and stop")
     p.add_argument("--mpijobs", metavar="DIR", help="write the validated MPIJob of every Kubernetes run to DIR and stop")
-    p.add_argument("--image", help=f"the MPIJobs' image (default: {job_document.DEFAULTS['kubernetes']['image']})")
+    p.add_argument("--image", help=f"the MPIJobs' image (default: {job_defaults.DEFAULTS['kubernetes']['image']})")
     p.add_argument("--namespace", help="the MPIJobs' namespace (default: default)")
     p.add_argument("--network-attachment", help="Multus network of the workers")
     p.add_argument("--runtime-class", help="RuntimeClass of the workers")

@@ -13,39 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchrunner import frameworks, kubernetes, launchers, results, sweep
+from benchrunner import kubernetes, launchers, results, sweep
+from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
 from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.launchers import srun
 from benchrunner.workload import Workload
 
 KIND = results.JOB
 VERSION = results.SCHEMA_VERSIONS[KIND]
-# The run's record beside its raw/ results, on the launcher's host and on the control host.
-JOB_JSON = "job.json"
-DEFAULT_NODE_RESULTS_DIR = "/var/lib/hpcml/results"
 # Inside the MPIJob's pods: benchrunner is on the image's PATH, and results leave through the launcher's log.
 POD_RESULTS_DIR = "/tmp/benchrunner"
 POD_BENCHRUNNER = "benchrunner"
-# The ChestX-ray14-style dataset the benchmark play makes on the job's nodes for real data without a data_dir.
-DEFAULT_DATASET = {"dir": "/var/lib/hpcml/datasets/chestxray14-mini", "images": 256, "image_size": 64,
-                   "tfrecord_shards": 4}
-# What an optional key that a request leaves out means.
-DEFAULTS: dict[str, Any] = {
-    "framework": frameworks.DEFAULT,
-    "allreduce": {"min_bytes": sweep.MIN_BYTES, "max_bytes": sweep.MAX_BYTES},
-    # benchrunner found on the nodes' PATH; the benchmark play names the one in the nodes' environment.
-    "nodes": {"results_dir": DEFAULT_NODE_RESULTS_DIR, "benchrunner": "benchrunner"},
-    "env": {},
-    "launcher_args": [],
-    "git_commit": None,
-    "timeout_s": 3600,
-    "slurm": {"partition": None, "mpi": "pmix"},
-    "kubernetes": {"image": "benchrunner:latest", "namespace": "default",
-                   "version": kubernetes.DEFAULT_KUBERNETES_VERSION, "network_attachment": None,
-                   "runtime_class": None, "results_claim": None, "shm_size": k8s_launcher.PodSettings.shm_size,
-                   "worker_cpu": k8s_launcher.PodSettings.worker_cpu, "worker_memory": k8s_launcher.PodSettings.worker_memory,
-                   "rdma_resource": None},
-}
+# What resolve adds: a document holding it was resolved, and is launched as it is.
+RESOLVED = "resolved"
 
 
 @dataclass(frozen=True)
@@ -105,7 +85,7 @@ def resolve(request: Any, source: str = "job document", complete: bool = True) -
             dataset = {**DEFAULT_DATASET, **document.get("dataset", {})}
             workload_record["data_dir"] = dataset["dir"]
         elif document.get("dataset", {}).get("dir") == asked.data_dir:
-            dataset = document["dataset"]
+            dataset = {**DEFAULT_DATASET, **document["dataset"]}
     document.pop("dataset", None)
     slots = max(document["gpus_per_node"], 1)
     ranks = document["ranks"] or len(document["hosts"]) * slots
@@ -130,6 +110,7 @@ def resolve(request: Any, source: str = "job document", complete: bool = True) -
     problems += _settings_problems(document, complete)
     if problems:
         raise ValueError(f"{source}: " + "; ".join(problems))
+    document[RESOLVED] = True
     results.validate(KIND, document, source)
     return document
 
@@ -171,9 +152,40 @@ def _plan(document: dict[str, Any]) -> Plan:
                 document=document)
 
 
-def plan(document: dict[str, Any], source: str = "job document", complete: bool = True) -> Plan:
-    """The launcher's settings for a job, resolved first (resolving a resolved job changes nothing)."""
-    return _plan(resolve(document, source, complete))
+def plan(request: dict[str, Any], source: str = "job document", complete: bool = True) -> Plan:
+    """The launcher's settings for a request, resolved here (where nothing resolved it before)."""
+    return _plan(resolve(request, source, complete))
+
+
+def launch_plan(document: Any, source: str = "job document") -> Plan:
+    """The launcher's settings for a resolved job, as it was resolved: checked, not resolved again, so the node
+    launches exactly the job the control host resolved and kept with the results."""
+    if not isinstance(document, dict) or document.get(RESOLVED) is not True:
+        raise ValueError(f"{source}: not a resolved job (no '{RESOLVED}: true'): resolve the request first with "
+                         "`benchrunner job resolve`, and launch what it prints")
+    results.validate(KIND, document, source)
+    plan_ = _plan(document)
+    try:
+        plan_.job.validate()
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from exc
+    return plan_
+
+
+def placement(request: Any, inventory_hosts: dict[str, str], source: str = "job document") -> dict[str, Any]:
+    """A request resolved for the benchmark play: the job, placed on the candidates (inventory name -> the name the
+    host gives itself, in order) when it names no hosts of its own; the inventory names of the hosts that run it;
+    and the files its launcher leaves beside raw/, which the play gathers and the report links."""
+    if isinstance(request, dict) and "hosts" not in request:
+        request = {**request, "hosts": list(inventory_hosts.values())}
+    document = resolve(request, source)
+    by_hostname = {hostname: name for name, hostname in inventory_hosts.items()}
+    missing = [h for h in document["hosts"] if h not in by_hostname]
+    if missing and launchers.get(document["launcher"]).USES_HOSTS:
+        raise ValueError(f"{source}: hosts {', '.join(missing)} are none of the inventory's candidates "
+                         f"({', '.join(f'{n}={h}' for n, h in inventory_hosts.items()) or 'none'})")
+    return {"job": document, "hosts": [by_hostname[h] for h in document["hosts"] if h in by_hostname],
+            "leaves": list(launchers.get(document["launcher"]).LEAVES)}
 
 
 def load(path: Path) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from benchrunner.job_defaults import DEFAULT_KUBERNETES_VERSION
 from benchrunner.launchers import mpijob as k8s_launcher
 
 MPIJOB_SCHEMA = "mpijob.kubeflow.org-v2beta1.json"
@@ -33,7 +34,6 @@ CUSTOM_SCHEMAS = {
 CNI_CONFIG_SCHEMA = "cni-config.json"
 RDMA_PLUGIN_CONFIG_SCHEMA = "rdma-shared-device-plugin-config.json"
 RDMA_PLUGIN_CONFIGMAP = "rdma-devices"
-DEFAULT_KUBERNETES_VERSION = "1.33.5"
 
 
 @cache

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchrunner import frameworks, results, stats
+from benchrunner import frameworks, launchers, results, stats
 from benchrunner import workload as workload_module
 
 REPORT_MD = "report.md"
@@ -499,12 +499,14 @@ def write_sweep(run_dir: Path, sweep: dict[str, Any]) -> Path:
     return run_dir / REPORT_MD
 
 
-# What the job asked for, kept in the run folder beside the results: its document, and what launched it.
-JOB_FILES = ("job.json", "job-script.sh", "job.sbatch", "mpijob.yaml")
-
-
 def job_files(run_dir: Path) -> list[str]:
-    return [name for name in JOB_FILES if (run_dir / name).is_file()]
+    """What the job asked for, kept in the run folder beside the results: its document, and what its launcher left
+    (the list the benchmark play gathers); none for a run without its job."""
+    path = run_dir / launchers.JOB_JSON
+    if not path.is_file():
+        return []
+    kept = launchers.kept_files(results.strict_loads(path.read_text())["launcher"])
+    return [name for name in kept if (run_dir / name).is_file()]
 
 
 def when(timestamp: str) -> dt.datetime:

@@ -24,11 +24,14 @@ from pathlib import Path
 from types import ModuleType
 
 from benchrunner import frameworks, plugins, results
+from benchrunner.job_defaults import DEFAULTS
 from benchrunner.rank_env import GPU_ENV, LAUNCHED_AT_ENV
 from benchrunner.sweep import MAX_BYTES, MIN_BYTES
 from benchrunner.workload import Workload
 
 STACKS = ("baremetal", "slurm", "k8s")
+# The run's record beside its raw/ results and the LEAVES, on the launcher's host and on the control host.
+JOB_JSON = "job.json"
 NETWORKS = ("tcp", "rdma", "ipoib", "overlay")
 PROGRAMS = ("train", "allreduce")
 # NCCL settings per network mode, so RDMA, IPoIB and TCP runs differ only where they must.
@@ -82,7 +85,7 @@ class Options:
 
     dry_run: bool = False
     partition: str | None = None
-    mpi: str = "pmix"
+    mpi: str = DEFAULTS["slurm"]["mpi"]
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,11 @@ def host_slots(job: Job) -> list[tuple[str, int]]:
 def hostfile(job: Job) -> str:
     job.validate()
     return "".join(f"{host} slots={slots}\n" for host, slots in host_slots(job))
+
+
+def kept_files(launcher: str) -> tuple[str, ...]:
+    """What a run's folder keeps beside raw/ of a job of this launcher: the job itself and what the launcher left."""
+    return (JOB_JSON, *get(launcher).LEAVES)
 
 
 def run_dir(job: Job) -> Path:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchrunner import frameworks, results
+from benchrunner.job_defaults import DEFAULTS
 from benchrunner.launchers import Job
 from benchrunner.provenance import NODE_NAME_ENV
 from benchrunner.rank_env import LAUNCHED_AT_ENV
@@ -82,17 +83,17 @@ def k8s_name(run_id: str, workers: int) -> str:
     return name
 
 
+_POD_DEFAULTS = DEFAULTS["kubernetes"]
+
+
 @dataclass(frozen=True)
 class PodSettings:
-    """What the MPIJob's pods get from the cluster's settings (the benchrunner role passes them on)."""
-    # /dev/shm as memory-backed emptyDir: the container runtime's default is 64 MiB, too little for NCCL and
-    # TensorFlow's shared-memory transports.
-    shm_size: str = "1Gi"
-    worker_cpu: str = "1"
-    worker_memory: str = "2Gi"
-    # The RDMA shared device plugin's resource, as the plugin's config names it (rdma/<resourceName>); the
-    # the cluster role's cluster_kubernetes_rdma_resource_name. No default: a wrong name leaves workers Pending.
-    rdma_resource: str | None = None
+    """What the MPIJob's pods get from the cluster's settings (the benchrunner role passes them on); unset, the job's
+    defaults. rdma_resource is the RDMA shared device plugin's resource as its config names it (rdma/<resourceName>)."""
+    shm_size: str = _POD_DEFAULTS["shm_size"]
+    worker_cpu: str = _POD_DEFAULTS["worker_cpu"]
+    worker_memory: str = _POD_DEFAULTS["worker_memory"]
+    rdma_resource: str | None = _POD_DEFAULTS["rdma_resource"]
 
 
 # The labels the MPI Operator (v2) puts on the pods it makes (pkg/apis/kubeflow/v2beta1/constants.go).

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from benchrunner import frameworks, results
+from benchrunner.job_defaults import DEFAULTS
 from benchrunner.launchers import Job, Options, run_dir
 from benchrunner.rank_env import LAUNCHED_AT_ENV
 
@@ -43,7 +44,7 @@ def slurm_problems(partition: str | None, mpi: str) -> list[str]:
     return problems
 
 
-def script(job: Job, partition: str | None = None, mpi: str = "pmix", time_limit: str = "01:00:00") -> str:
+def script(job: Job, partition: str | None = None, mpi: str = DEFAULTS["slurm"]["mpi"], time_limit: str = "01:00:00") -> str:
     """A batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH)."""
     job.validate()
     problems = slurm_problems(partition, mpi)

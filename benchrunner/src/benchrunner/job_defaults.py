@@ -1,0 +1,34 @@
+"""What an optional key of a job document means when a request leaves it out: the one home of the job's defaults.
+
+The benchmark role leaves these unset unless the user sets them, the launch command's options and the MPIJob's
+pod settings read them from here, and a test keeps the role and the schema from restating any of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchrunner import frameworks, sweep
+
+DEFAULT_NODE_RESULTS_DIR = "/var/lib/hpcml/results"
+# The Kubernetes release MPIJobs are validated against when the play provisions none.
+DEFAULT_KUBERNETES_VERSION = "1.33.5"
+# The ChestX-ray14-style dataset the benchmark play makes on the job's nodes for real data without a data_dir.
+DEFAULT_DATASET = {"dir": "/var/lib/hpcml/datasets/chestxray14-mini", "images": 256, "image_size": 64,
+                   "tfrecord_shards": 4}
+DEFAULTS: dict[str, Any] = {
+    "framework": frameworks.DEFAULT,
+    "allreduce": {"min_bytes": sweep.MIN_BYTES, "max_bytes": sweep.MAX_BYTES},
+    # benchrunner found on the nodes' PATH; the benchmark play names the one in the nodes' environment.
+    "nodes": {"results_dir": DEFAULT_NODE_RESULTS_DIR, "benchrunner": "benchrunner"},
+    "env": {},
+    "launcher_args": [],
+    "git_commit": None,
+    "timeout_s": 3600,
+    "slurm": {"partition": None, "mpi": "pmix"},
+    # The pods' /dev/shm is memory-backed: the container runtime's default is 64 MiB, too little for NCCL and
+    # TensorFlow's shared-memory transports. No RDMA resource by default: a wrong name leaves workers Pending.
+    "kubernetes": {"image": "benchrunner:latest", "namespace": "default", "version": DEFAULT_KUBERNETES_VERSION,
+                   "network_attachment": None, "runtime_class": None, "results_claim": None, "shm_size": "1Gi",
+                   "worker_cpu": "1", "worker_memory": "2Gi", "rdma_resource": None},
+}

@@ -13,7 +13,7 @@ export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates \
   golang-github-containernetworking-plugin-dnsname
 
-.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
+.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack bench-campaign image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
 
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
@@ -24,6 +24,7 @@ help:
 	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
 	@echo "make bench     peer baselines on the lab (after make demo): benchrunner vs Horovod's synthetic benchmark and a plain DDP loop, allreduce sweeps vs iperf3"
 	@echo "make image     build the Kubernetes benchmark image (CPU) with podman; make image-push IMAGE=... pushes it"
+	@echo "make bench-campaign  per-run overhead of a small campaign on the lab (after make demo): run wall time - job time"
 	@echo "make bench-stack  wall time of the bare-metal stack play on 1 vs 3 fresh lab machines (replaces the lab)"
 	@echo "make screenshots  headless Chromium screenshots of the run pages of recorded lab results (build/screenshots)"
 	@echo "make apiserver    build a real kube-apiserver 1.20.2 from Debian's source (cached; ~20 min the first time)"
@@ -105,6 +106,10 @@ bench: deps
 
 bench-stack: deps
 	benchmarks/baremetal_scaling.sh
+
+# On a provisioned cluster (make demo): a small campaign, and what it spends around each run's job.
+bench-campaign: deps
+	python benchmarks/campaign_overhead.py
 
 # The Kubernetes stack's benchmark image (CPU), built here on the lab's base with the lab's wheels
 # (Horovod already compiled; PyTorch's CPU build, checked against its hash lock). Push it where the cluster pulls

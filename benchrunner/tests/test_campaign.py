@@ -155,21 +155,20 @@ def test_a_campaign_without_kubernetes_has_no_mpijobs(campaign_file, tmp_path, c
     assert "has no Kubernetes runs" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("answering", "limit", "reason"), [
-    (["lab-node1", "lab-node2"], "localhost,lab-node1,lab-node2", None),
-    ([], None, "no host of nodes answers"),
-])
-def test_a_run_plays_on_the_hosts_that_answer(campaign_file, tmp_path, monkeypatch, answering, limit, reason):
-    # The play resolves the run's job among them, once; the campaign does not place it beforehand.
+@pytest.mark.parametrize(("limit", "played_limit"), [(None, None), ("lab-node2", "localhost,lab-node2")])
+def test_a_run_is_the_benchmark_play_alone(campaign_file, tmp_path, monkeypatch, limit, played_limit):
+    # No ping first and no site.yml: the play itself drops the nodes that do not answer and resolves the run's job
+    # among the others, once.
     document = campaign.load(campaign_file({**LAB, "gpus": [1], "repeats": 1, "workloads": {"data": ["synthetic"]}}))
     (run_,) = [r for r in campaign.plan(document) if r.point["program"] == "train"]
     played = []
-    monkeypatch.setattr(playbooks, "reachable", lambda *_, **__: answering)
-    monkeypatch.setattr(playbooks, "run", lambda *_, **kw: played.append(kw["limit"]) or playbooks.Outcome(0, "successful"))
-    attempt = campaign.playbook_executor(tmp_path, tmp_path / "results", document)(run_)
-    assert played == ([limit] if limit else [])
-    if reason:
-        assert attempt == campaign.Attempt(False, reason)
+    monkeypatch.setattr(playbooks, "run", lambda *_, **kw: played.append(kw) or playbooks.Outcome(2, "failed",
+                                                                                                  failures=["x"]))
+    attempt = campaign.playbook_executor(tmp_path, tmp_path / "results", document, limit=limit)(run_)
+    assert [(kw["playbook"], kw["limit"], kw.get("tags")) for kw in played] == [
+        (playbooks.BENCHMARK_PLAYBOOK, played_limit, None)]
+    assert played[0]["extravars"]["benchrunner_job"]["run_id"] == run_.run_id
+    assert attempt == campaign.Attempt(False, "x")
 
 
 def test_runs_go_in_randomized_rounds_recorded_in_the_state(campaign_file, tmp_path):

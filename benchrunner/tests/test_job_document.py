@@ -311,4 +311,7 @@ def test_a_dataset_the_play_made_is_launched_on(tmp_path, exec_recorded, data):
     with pytest.raises(Started) as started:
         cli.main(["job", "launch", str(path)])
     assert started.value.args[0][0] == "mpirun"
-    assert json.loads((tmp_path / "node" / "r1" / "job.json").read_text()) == resolved
+    kept = tmp_path / "node" / "r1" / "job.json"
+    assert json.loads(kept.read_text()) == resolved
+    # Its environment values may be private: the job's account alone reads it.
+    assert oct(kept.stat().st_mode & 0o777) == "0o600"

@@ -1,6 +1,6 @@
 """A campaign on the lab survives losing a node mid-run, and a rerun finishes only what is missing. A run touches
-only the nodes its job runs on: another node dying at any phase of it (before the ping, while facts are gathered,
-during the job) changes nothing for it."""
+only the nodes its job runs on: another node dying at any phase of it (before the run's play, while facts are
+gathered, during the job) changes nothing for it."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ class KillOnTask(playbooks.Progress):
 
 
 PHASES = {
-    "before the ping": None,
+    "before the run's play": None,
     "while facts are gathered": "Gathering Facts",
     "during the job": "Launch the job",
 }

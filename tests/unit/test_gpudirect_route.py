@@ -23,7 +23,8 @@ def test_auto_route_follows_the_rdma_stack(tmp_path, chosen, stack, route):
 
 
 def preflight(tmp_path, os_key, **extra):
-    return playbook(tmp_path, {"vars_files": role_vars("gpudirect"),
+    # role_path: the file picks its OS family's vars with first_found, as in the role.
+    return playbook(tmp_path, {"vars_files": role_vars("gpudirect"), "vars": {"role_path": str(TASKS.parent)},
                                "tasks": yaml.safe_load((TASKS / "00-preflight.yml").read_text())},
                     OS_FACTS[os_key], extra)
 

@@ -172,13 +172,14 @@ def test_mpijobs_ask_for_the_rdma_resource_the_device_plugin_advertises(tmp_path
     # The benchrunner role's job, with the shared values as site.yml has them.
     settings = {"cluster_kubernetes_rdma_resource_name": "hca_x", "cluster_kubernetes_version": "1.33.5",
                 "cluster_stack": "k8s", "benchrunner_network": "rdma", "_benchrunner_run": "r1",
-                "_benchrunner_git_commit": "", "cluster_nodes_group": "all"}
+                "_benchrunner_git_commit": "", "cluster_nodes_group": "all", "benchrunner_shm_size": "2Gi"}
     (tmp_path / "job.j2").write_text("{{ _benchrunner_job_request | to_json }}")
     role = PROJECT / "roles" / "benchrunner"
     job = json.loads(render(tmp_path, role, {str(tmp_path / "job.j2"): "job.json"}, settings)["job.json"])
     assert job["kubernetes"]["rdma_resource"] == "rdma/hca_x"
     assert job["kubernetes"]["version"] == settings["cluster_kubernetes_version"] and job["launcher"] == "mpijob"
-    assert {"shm_size", "worker_cpu", "worker_memory"} <= set(job["kubernetes"])
+    # The pods' sizes are benchrunner's defaults (job_defaults) unless the inventory sets one: only that one is asked.
+    assert job["kubernetes"]["shm_size"] == "2Gi" and not {"worker_cpu", "worker_memory"} & set(job["kubernetes"])
 
 
 def preflight(tmp_path: Path, extra: dict) -> subprocess.CompletedProcess:

@@ -165,8 +165,10 @@ def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
     if problems:
         raise ValueError("; ".join(problems))
     if not args.dry_run:
-        # The record of what was asked, beside the ranks' raw/ results.
-        results.write_atomic(Path(plan.job.output_dir).parent / launchers.JOB_JSON, results.dumps(plan.document))
+        # The record of what was asked, beside the ranks' raw/ results; for the job's account alone, since environment
+        # values may be private.
+        results.write_atomic(Path(plan.job.output_dir).parent / launchers.JOB_JSON, results.dumps(plan.document),
+                             mode=0o600)
     return launchers.execute(plan.job, launchers.Options(dry_run=args.dry_run, partition=plan.slurm["partition"],
                                                          mpi=plan.slurm["mpi"]))
 

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 SITE = "site.yml"
+# The benchmark play alone: each run of a campaign on a provisioned cluster.
+BENCHMARK_PLAYBOOK = "playbooks/benchmark.yml"
 # Tags of site.yml's plays: provisioning and the benchmark are run separately.
 BENCHMARK_TAG = "benchmark"
 

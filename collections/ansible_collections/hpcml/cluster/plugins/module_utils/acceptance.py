@@ -370,16 +370,12 @@ def judge(gpu: dict | None, rdma: dict | None, gpudirect: dict | None, *, nccl: 
         checks[name] = judge_nccl(entry, own["intra_node_busbw_gbs"], own["intra_node_basis"],
                                   own["reasons"].get("intra_node"), threshold, table, node_sku, min_fraction)
     checks["dcgm_diag"] = judge_dcgm(dcgm) if dcgm is not None else absent("dcgm_diag")
-    judges = {"gpu_ecc": judge_ecc, "gpu_memory_repair": judge_memory_repair,
-              "gpu_clock_events": judge_clock_events, "gpu_pcie_link": judge_pcie_link}
-    for name, judge_counter in judges.items():
-        if counters is None:
-            checks[name] = absent(name)
-        elif isinstance(counters, Exception):
-            checks[name] = check("fail", f"nvidia-smi -q -x: {counters}")
-        else:
-            checks[name] = judge_counter(counters)
-    for name, parsed, judge_one, tool in (("gpu_xid", xid, judge_xid, "kernel log"),
+    smi = "nvidia-smi -q -x"
+    for name, parsed, judge_one, tool in (("gpu_ecc", counters, judge_ecc, smi),
+                                          ("gpu_memory_repair", counters, judge_memory_repair, smi),
+                                          ("gpu_clock_events", counters, judge_clock_events, smi),
+                                          ("gpu_pcie_link", counters, judge_pcie_link, smi),
+                                          ("gpu_xid", xid, judge_xid, "kernel log"),
                                           ("nvlink_errors", nvlink, judge_nvlink_errors, "nvidia-smi nvlink -e")):
         if parsed is None:
             checks[name] = absent(name)

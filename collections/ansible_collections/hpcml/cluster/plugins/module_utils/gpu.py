@@ -127,15 +127,19 @@ _UNCORRECTABLE = ("sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncor
 _CORRECTABLE = ("sram_correctable", "dram_correctable", "single_bit/total")
 
 
-def _count(gpu: ET.Element, path: str, text: str) -> int | None:
-    """A counter's value; None where the driver reports none (N/A, or no such element)."""
+def _matched(gpu: ET.Element, path: str, pattern: str, what: str, text: str) -> int | None:
+    """The number an element's value holds by pattern; None where the driver reports none (N/A, or no such element)."""
     value = _text(gpu, path)
     if value is None:
         return None
-    match = re.match(r"^(\d+)(?:\s*bank\(s\))?$", value)
+    match = re.match(pattern, value)
     if not match:
-        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {value!r}, not a count", text)
+        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {value!r}, not {what}", text)
     return int(match.group(1))
+
+
+def _count(gpu: ET.Element, path: str, text: str) -> int | None:
+    return _matched(gpu, path, r"^(\d+)(?:\s*bank\(s\))?$", "a count", text)
 
 
 def _flag(gpu: ET.Element, path: str, text: str, yes: str = "Yes", no: str = "No") -> bool | None:
@@ -164,13 +168,7 @@ def _clock_events(gpu: ET.Element, text: str) -> dict[str, bool | None]:
 
 def _width(gpu: ET.Element, path: str, text: str) -> int | None:
     """'16x' -> 16."""
-    value = _text(gpu, path)
-    if value is None:
-        return None
-    match = re.match(r"^(\d+)x$", value)
-    if not match:
-        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {value!r}, not a width like 16x", text)
-    return int(match.group(1))
+    return _matched(gpu, path, r"^(\d+)x$", "a width like 16x", text)
 
 
 def gpu_counters(text: str) -> list[dict]:

@@ -128,6 +128,28 @@ def test_the_play_gets_the_job_its_hosts_by_inventory_name_and_the_files_the_lau
     assert "--inventory-hosts: a JSON object of inventory name -> hostname" in capsys.readouterr().err
 
 
+def test_resolve_keeps_the_job_with_the_results_unless_an_earlier_run_is_there(tmp_path, capsys):
+    path, results_dir = tmp_path / "request.json", tmp_path / "results"
+    path.write_text(json.dumps({k: v for k, v in request(ranks=1).items() if k != "hosts"}))
+    argv = ["job", "resolve", str(path), "--inventory-hosts", json.dumps({"node-a": "n1"}), "--results-dir",
+            str(results_dir)]
+    assert cli.main(argv) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["earlier_run"], answer["kept"]) == (False, False) and not results_dir.exists()
+    assert cli.main([*argv, "--keep"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    kept = results_dir / answer["job"]["run_id"] / "job.json"
+    assert answer["kept"] and json.loads(kept.read_text()) == answer["job"] and kept.stat().st_mode & 0o777 == 0o600
+    kept.write_text("earlier")
+    assert cli.main([*argv, "--keep"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["earlier_run"], answer["kept"]) == (True, False) and kept.read_text() == "earlier"
+    assert cli.main([*argv, "--keep", "--overwrite"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] and json.loads(kept.read_text())["run_id"] == answer["job"]["run_id"]
+    assert cli.main(["job", "resolve", str(path), "--keep"]) == 2
+    assert "--keep and --overwrite need --results-dir" in capsys.readouterr().err
+
+
 def test_the_launch_options_make_the_same_document(capsys):
     assert cli.main(["launch", "--dry-run", "--run-id", "r1", "--ranks", "2", "--hosts", "n1,n2",
                      "--benchrunner", "/opt/venv/bin/benchrunner", "--env", "B=true"]) == 0

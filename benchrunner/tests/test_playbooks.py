@@ -39,6 +39,16 @@ def test_run_passes_the_project_and_options(tmp_path):
     assert runner.kwargs["envvars"]["ANSIBLE_CONFIG"] == str(tmp_path / "ansible.cfg")
     assert "skip_tags" not in runner.kwargs
     assert "cmdline" not in runner.kwargs
+    assert "fact_cache" not in runner.kwargs and "ANSIBLE_GATHERING" not in runner.kwargs["envvars"]
+
+
+def test_a_fact_cache_keeps_facts_in_its_folder_and_gathers_only_what_it_lacks(tmp_path):
+    runner = FakeRunner([])
+    playbooks.run(project(tmp_path), fact_cache=Path("facts"), progress=playbooks.Progress(out=None),
+                  runner_module=runner)
+    # Runner joins the name to its artifacts folder: an absolute path is the folder itself.
+    assert runner.kwargs["fact_cache"] == str(Path("facts").resolve())
+    assert runner.kwargs["envvars"]["ANSIBLE_GATHERING"] == "smart"
 
 
 def test_check_mode_asks_for_check_and_diff(tmp_path):

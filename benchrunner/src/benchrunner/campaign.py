@@ -24,6 +24,8 @@ import yaml
 from benchrunner import frameworks, job_document, launchers, results, summary
 
 STATE_JSON = "state.json"
+# The nodes' facts, kept across the campaign's runs (Ansible's jsonfile fact cache).
+FACTS_DIR = "facts"
 CAMPAIGNS_DIR = "campaigns"
 
 
@@ -292,16 +294,21 @@ def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any]
     provisioned and checked before the campaign, so a run pays for its job's checks, not the whole site.yml."""
     from benchrunner import playbooks  # noqa: PLC0415 - needs the control extra
 
+    # The nodes' facts are gathered once for the campaign and kept beside its state: a node's setup facts (its name,
+    # OS) do not change between runs, and those a run judges the node by (its GPUs, RDMA ports) the play gathers
+    # afresh every run, which also tells a node lost since the last run.
+    fact_cache = directory(results_dir, campaign["name"]) / FACTS_DIR
+
     def execute(run_: Run) -> Attempt:
         # What an earlier, failed attempt left must not pass for this attempt's result.
         shutil.rmtree(results_dir / run_.run_id, ignore_errors=True)
         variables = {**extravars(run_, campaign), "cluster_results_dir": str(results_dir.resolve())}
-        # A node that does not answer drops out of the play when its facts are gathered, and the play resolves the
-        # run's job once among those left (benchrunner picks its hosts): a node that dies, whenever it dies, fails
-        # only the runs that need it.
+        # A node that does not answer drops out of the play when its facts are gathered or its GPUs counted, and the
+        # play resolves the run's job once among those left (benchrunner picks its hosts): a node that dies, whenever
+        # it dies, fails only the runs that need it.
         outcome = playbooks.run(project, playbook=playbooks.BENCHMARK_PLAYBOOK, inventory=inventory,
                                 extravars=variables, limit=f"localhost,{limit}" if limit else None,
-                                progress=playbooks.Progress(out=None))
+                                progress=playbooks.Progress(out=None), fact_cache=fact_cache)
         attempt = run_outcome(results_dir, run_.run_id)
         # A node lost after the run's own ranks finished fails the play, not the measurement.
         if attempt.ok or outcome.ok:

@@ -197,6 +197,8 @@ def _inventory_hosts(value: str) -> dict[str, str]:
 
 
 def cmd_job_resolve(args: argparse.Namespace) -> int:
+    if (args.keep or args.overwrite) and not args.results_dir:
+        raise ValueError("--keep and --overwrite need --results-dir, the folder the job is kept in")
     request, source = _job_file(args.file)
     if args.inventory_hosts is None:
         document = job_document.resolve(request, source)
@@ -206,8 +208,21 @@ def cmd_job_resolve(args: argparse.Namespace) -> int:
         document = out["job"]
     if args.output:
         results.write_atomic(Path(args.output), results.dumps(document))
+    if args.results_dir:
+        out = {**out, **_keep_job(document, Path(args.results_dir), keep=args.keep, overwrite=args.overwrite)}
     sys.stdout.write(results.dumps(out))
     return 0
+
+
+def _keep_job(document: dict[str, Any], results_dir: Path, *, keep: bool, overwrite: bool) -> dict[str, bool]:
+    """Whether the run's folder under results_dir already holds a run; with keep, the job written there (readable by
+    its owner alone: environment values may be private) unless that would replace an earlier run not to overwrite."""
+    run_dir = results_dir / document["run_id"]
+    earlier = run_dir.exists()
+    kept = keep and (overwrite or not earlier)
+    if kept:
+        results.write_atomic(run_dir / launchers.JOB_JSON, results.dumps(document), mode=0o600)
+    return {"earlier_run": earlier, "kept": kept}
 
 
 def cmd_job_launch(args: argparse.Namespace) -> int:
@@ -551,6 +566,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the candidates as {inventory name: hostname}, in order (the benchmark play's): they are the "
                    "hosts of a request naming none, and what is printed is {job, hosts (inventory names), leaves "
                    "(the files the launcher leaves beside raw/)}")
+    q.add_argument("--results-dir", help="the control host's results folder: the answer also says whether the run's "
+                   "folder there holds an earlier run (earlier_run) and whether --keep wrote the job there (kept)")
+    q.add_argument("--keep", action="store_true", help=f"write the job as <results-dir>/<run id>/{launchers.JOB_JSON} "
+                   "(mode 0600), unless that folder holds an earlier run and --overwrite is not given")
+    q.add_argument("--overwrite", action="store_true", help="--keep writes over an earlier run's folder too")
     q.set_defaults(func=cmd_job_resolve)
     q = _command(jobs, "launch", help="launch a resolved job (what `job resolve` printed), as it is")
     q.add_argument("file", help="the resolved job (- for standard input)")

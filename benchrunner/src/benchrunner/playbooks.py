@@ -126,7 +126,8 @@ def _envvars(project: Path) -> dict[str, str]:
 
 def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, extravars: dict[str, Any] | None = None,
         tags: str | None = None, skip_tags: str | None = None, limit: str | None = None, check: bool = False,
-        progress: Progress | None = None, runner_module: Any = None) -> Outcome:
+        progress: Progress | None = None, fact_cache: Path | None = None, runner_module: Any = None) -> Outcome:
+    """Run a playbook; with fact_cache, hosts' facts are kept in that folder and gathered only where it has none."""
     if runner_module is None:
         import ansible_runner as runner_module  # noqa: PLC0415 - control-host extra
     handler = progress or Progress()
@@ -142,6 +143,11 @@ def run(project: Path, *, playbook: str = SITE, inventory: str | None = None, ex
             "quiet": True,
             "envvars": _envvars(project),
         }
+        if fact_cache is not None:
+            # Runner keeps facts in a jsonfile cache of its own (under the artifacts, gone with them): this folder
+            # instead, and facts gathered only for hosts it has none of.
+            kwargs["fact_cache"] = str(fact_cache.resolve())
+            kwargs["envvars"]["ANSIBLE_GATHERING"] = "smart"
         if inventory:
             kwargs["inventory"] = str(Path(inventory).resolve())
         if tags:

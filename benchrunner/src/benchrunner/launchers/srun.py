@@ -99,10 +99,12 @@ def partition_problem(partition: str) -> str | None:
     return None
 
 
-def submit_and_follow(batch_script: Path, poll_s: float = 1.0) -> int:
-    """sbatch the script, then follow the job at a steady interval until it ends; its exit code.
+def submit_and_follow(batch_script: Path, poll_s: float = 0.05, max_poll_s: float = 1.0) -> int:
+    """sbatch the script, then follow the job until it ends; its exit code.
 
     `sbatch --wait` polls at growing intervals (2 s, then 10, 42, 74...), so a 10-second job held its caller for 42.
+    Here the interval is a twentieth of the time followed so far, from poll_s up to max_poll_s: the end of a
+    few-second job is seen within a few tenths of a second, and a long job costs slurmctld one query a second.
     """
     submitted = subprocess.run(["sbatch", "--parsable", str(batch_script)], capture_output=True, text=True, check=False)
     if submitted.returncode != 0:
@@ -110,6 +112,7 @@ def submit_and_follow(batch_script: Path, poll_s: float = 1.0) -> int:
         return submitted.returncode or 1
     job_id = submitted.stdout.strip().split(";")[0]
     print(f"Submitted batch job {job_id}", flush=True)
+    followed_from = time.monotonic()
     while True:
         shown = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True,
                                check=False)
@@ -122,7 +125,7 @@ def submit_and_follow(batch_script: Path, poll_s: float = 1.0) -> int:
             return 1
         if state.group(1) in SLURM_DONE_STATES:
             break
-        time.sleep(poll_s)
+        time.sleep(min(max(poll_s, (time.monotonic() - followed_from) / 20), max_poll_s))
     if state.group(1) == "COMPLETED":
         return 0
     code = re.search(r"\bExitCode=(\d+):(\d+)", shown.stdout)

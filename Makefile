@@ -87,8 +87,10 @@ lint: deps
 	ansible-playbook --syntax-check site.yml
 	python tools/collection_sanity.py
 
+# One worker per core (pytest-xdist): each test runs alone in its own tmp_path, and on 2 cores one process left about
+# half the CPU idle while its ansible-playbook and training subprocesses started up.
 unit: deps
-	pytest -q --durations=10 benchrunner/tests tests/unit
+	pytest -q -n auto --durations=10 benchrunner/tests tests/unit
 
 molecule: lab-image
 	molecule test --all

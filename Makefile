@@ -95,8 +95,9 @@ unit: deps
 # The scenarios run side by side, MOLECULE_JOBS at a time, each on its own containers and podman network. Alone, a
 # scenario left 22-52 % of the 2 cores idle, its steps waiting on podman exec and the containers: node_base with
 # container_runtime took 392 s side by side against 430 s one after the other, with python_env 323 s against 420 s.
-# python_env starts first, being the longest (it compiles Horovod while the wheel cache is empty). Each scenario's output is printed whole when it ends
-# (--output-sync), then its wall time; each phase ends with its own (.config/molecule/config.yml).
+# python_env starts first, being the longest (it compiles Horovod while the wheel cache is empty). Each scenario's
+# output is printed whole when it ends (--output-sync), then its wall time; each phase ends with its own
+# (.config/molecule/config.yml).
 _molecule_all := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 MOLECULE_SCENARIOS := $(filter python_env,$(_molecule_all)) $(filter-out python_env,$(_molecule_all))
 MOLECULE_JOBS ?= 2

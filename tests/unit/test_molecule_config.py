@@ -35,3 +35,15 @@ def test_a_scenario_restates_nothing_the_base_config_sets(scenario):
     own = leaves(yaml.safe_load(scenario.read_text()))
     assert own, f"{scenario} is empty"
     assert {path: value for path, value in own.items() if base.get(path) == value} == {}
+
+
+def test_scenarios_that_run_side_by_side_share_no_network_and_no_container():
+    # make molecule runs scenarios at the same time; a scenario's destroy removes its network and its containers.
+    owners: dict[tuple[str, str], str] = {}
+    for scenario in SCENARIOS:
+        platforms = yaml.safe_load(scenario.read_text())["platforms"]
+        networks = {platform["network"] for platform in platforms}
+        assert len(networks) == 1, f"{scenario}: {networks}"
+        for key in [("network", networks.pop()), *(("container", platform["name"]) for platform in platforms)]:
+            assert key not in owners, f"{key} is in both {owners.get(key)} and {scenario.parent.name}"
+            owners[key] = scenario.parent.name

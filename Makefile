@@ -95,11 +95,13 @@ unit: deps
 # The scenarios run side by side, MOLECULE_JOBS at a time, each on its own containers and podman network. Alone, a
 # scenario left 22-52 % of the 2 cores idle, its steps waiting on podman exec and the containers: node_base with
 # container_runtime took 392 s side by side against 430 s one after the other, with python_env 323 s against 420 s.
-# python_env starts first, being the longest (it compiles Horovod while the wheel cache is empty). Each scenario's
+# The two longest start first, one per slot: node_layer (536 s beside the others in a full run) and python_env (it
+# compiles Horovod while the wheel cache is empty). Each scenario's
 # output is printed whole when it ends (--output-sync), then its wall time; each phase ends with its own
 # (.config/molecule/config.yml).
 _molecule_all := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
-MOLECULE_SCENARIOS := $(filter python_env,$(_molecule_all)) $(filter-out python_env,$(_molecule_all))
+_molecule_first := node_layer python_env
+MOLECULE_SCENARIOS := $(filter $(_molecule_first),$(_molecule_all)) $(filter-out $(_molecule_first),$(_molecule_all))
 MOLECULE_JOBS ?= 2
 molecule: lab-image
 	$(MAKE) --no-print-directory -j$(MOLECULE_JOBS) --output-sync=target $(addprefix molecule-,$(MOLECULE_SCENARIOS))

@@ -58,7 +58,9 @@ def said(run) -> str:
 
 
 def test_a_host_is_recorded_then_left_out_until_its_inputs_change(tmp_path):
-    project = tree(tmp_path / "project", {"site.yml": "---\n", "roles/openmpi/defaults/main.yml": "openmpi_x: 1\n"})
+    inputs = yaml.safe_load((PROJECT / "roles" / "provisioned" / "vars" / "main.yml").read_text())["_provisioned_project_inputs"]
+    project = tree(tmp_path / "project", {**{f"{name}/.keep" if "." not in name else name: "" for name in inputs},
+                                          "roles/openmpi/defaults/main.yml": "openmpi_x: 1\n"})
     first = provision(tmp_path, project)
     assert first.returncode == 0 and "provisioned by this run: not provisioned by site.yml before" in said(first)
     record = json.loads((tmp_path / "facts.d" / "hpcml_provisioned.fact").read_text())
@@ -101,3 +103,9 @@ def _includes(tasks: list) -> list[dict]:
             if key in task and "{{" not in task[key]["name"]:
                 found.append(task[key])
     return found
+
+
+def test_a_project_folder_without_the_provisioning_files_stops_the_run(tmp_path):
+    run = provision(tmp_path, tree(tmp_path / "elsewhere", {"site.yml": "---\n"}))
+    assert run.refused("not found under cluster_project_dir")
+    assert not (tmp_path / "facts.d").exists()

@@ -194,7 +194,9 @@ def points(mode: str, args) -> list[dict]:
 
 
 def train_argv(python: str, point: dict, run_dir: Path) -> list[str]:
-    return [python, "-m", "benchrunner", "train", "--framework", "pytorch-ddp", "--run-id", f"gpu-record-{point['id']}",
+    """One rank under torchrun (standalone: its own rendezvous on this machine), the launcher it then records."""
+    return [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1", "-m", "benchrunner", "train",
+            "--framework", "pytorch-ddp", "--launcher", "torchrun", "--run-id", f"gpu-record-{point['id']}",
             "--output-dir", str(run_dir / "raw"), "--model", point["model"], "--data", "synthetic",
             "--batch-size", str(point["batch_size"]), "--image-size", str(point["image_size"]),
             "--precision", point["precision"], "--channels-last", "--warmup-steps", str(point["warmup_steps"]),
@@ -310,7 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"PyTorch {torch['torch']} (CUDA {torch['torch_cuda']}) sees no CUDA device: check nvidia-smi-q.out, "
                     "CUDA_VISIBLE_DEVICES and that the build is a CUDA one; --cpu is the dry run without a GPU")
     cli = rec.run("benchrunner-train-help", [args.python, "-m", "benchrunner", "train", "--help"], timeout=120, env=env)
-    if cli is None or "--framework" not in cli.stdout:
+    if cli is None:
+        rec.write_json("commands.json", rec.commands)
+        said = ((out / "benchrunner-train-help.err").read_text().strip().splitlines() or ["no error text"])[-1]
+        return fail(f"benchrunner does not start here ({said}): its own needs (benchrunner/pyproject.toml's "
+                    "dependencies) must import in this Python; carry them as wheels where none is installed")
+    if "--framework" not in cli.stdout:
         rec.write_json("commands.json", rec.commands)
         return fail("benchrunner train has no --framework here (benchrunner-train-help.out): this checkout predates "
                     "benchrunner's PyTorch training")
@@ -351,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": [sys.executable, *sys.argv], "budget_s": args.budget_s,
         "git_commit": (subprocess.run(["git", "-C", str(PROJECT), "rev-parse", "HEAD"], capture_output=True, text=True,
                                       check=False).stdout.strip() or None),
+        # A checkout with changes not yet committed is not the commit it names: said apart, never left out.
+        "git_describe": (subprocess.run(["git", "-C", str(PROJECT), "describe", "--always", "--dirty"],
+                                        capture_output=True, text=True, check=False).stdout.strip() or None),
         "wall_s": round(time.monotonic() - begun, 1),
     }
     rec.write_json("commands.json", rec.commands)

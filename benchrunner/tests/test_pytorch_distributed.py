@@ -7,6 +7,7 @@ import pytest
 from benchrunner.frameworks.pytorch_ddp.distributed import (
     Placement,
     device_name,
+    launcher_problem,
     rank_environment,
     rendezvous_environment,
 )
@@ -80,3 +81,18 @@ def test_a_rank_alone_serves_itself_on_the_loopback_on_a_port_the_kernel_picks()
     assert rendezvous_environment(alone, {}) == {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"}
     assert rendezvous_environment(alone, {"MASTER_ADDR": "h", "MASTER_PORT": "1"}) == {"MASTER_ADDR": "h",
                                                                                          "MASTER_PORT": "1"}
+
+
+@pytest.mark.parametrize(("launcher", "environ"), [
+    ("torchrun", TORCHRUN), ("mpirun", OPENMPI), ("mpijob", OPENMPI), ("srun", SLURM)])
+def test_a_rank_started_by_the_launcher_it_records_passes(launcher, environ):
+    assert launcher_problem(rank_environment(environ), launcher) is None
+
+
+@pytest.mark.parametrize(("launcher", "environ", "said"), [
+    ("mpirun", {}, "records launcher mpirun, whose ranks find openmpi's variables, but it found none of torchrun's, "
+                   "Open MPI's or Slurm's variables (a process started by hand)"),
+    ("srun", OPENMPI, "records launcher srun, whose ranks find slurm's variables, but it found openmpi's variables"),
+    ("horovodrun", OPENMPI, "launcher horovodrun starts no pytorch-ddp ranks")])
+def test_a_rank_filed_under_another_launcher_than_started_it_is_refused(launcher, environ, said):
+    assert said in launcher_problem(rank_environment(environ), launcher)

@@ -28,7 +28,7 @@ from benchrunner.train import RunContext
 from benchrunner.workload import Workload
 
 output, workload, settings = Path(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
-context = RunContext(run_id="torch-ranks", output_dir=output)
+context = RunContext(run_id="torch-ranks", output_dir=output, launcher=sys.argv[4])
 workload = Workload.from_mapping({**workload, **settings, "framework": pytorch_ddp.NAME})
 pytorch_ddp.train(workload, workload.settings, context)
 pytorch_ddp.allreduce(context, 8, 64 * 1024)
@@ -78,7 +78,7 @@ def test_two_ranks_started_by_torchrun_train_and_sweep(tmp_path):
     program = tmp_path / "rank.py"
     program.write_text(RANK_PROGRAM)
     command = [str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
-               "--rdzv-endpoint", "127.0.0.1:0", str(program), str(tmp_path / "out"), json.dumps(SMALL), "{}"]
+               "--rdzv-endpoint", "127.0.0.1:0", str(program), str(tmp_path / "out"), json.dumps(SMALL), "{}", "torchrun"]
     finished = subprocess.run(command, env=rank_environment(), capture_output=True, text=True, timeout=180)
     assert finished.returncode == 0, finished.stderr[-4000:]
     ranks = check_run(tmp_path / "out", "torchrun")
@@ -93,7 +93,7 @@ def test_two_ranks_placed_by_open_mpis_variables_train_on_images_and_sweep(tmp_p
     program.write_text(RANK_PROGRAM)
     port = str(free_port())
     processes = [subprocess.Popen([sys.executable, str(program), str(tmp_path / "out"), json.dumps(workload),
-                                   json.dumps({"dataloader_workers": 1})],
+                                   json.dumps({"dataloader_workers": 1}), "mpirun"],
                                   env=rank_environment(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE="2",
                                                        OMPI_COMM_WORLD_LOCAL_RANK=str(rank),
                                                        OMPI_COMM_WORLD_LOCAL_SIZE="2", MASTER_ADDR="127.0.0.1",

@@ -1,5 +1,6 @@
 """The GPU parsers on nvidia-smi output recorded on real machines; fixtures/ORIGINS.md names where each was published."""
 
+import json
 import re
 
 import pytest
@@ -315,3 +316,52 @@ def test_pci_scan_finds_gpus_and_nvswitches_without_a_driver(sysfs):
 def test_pci_scan_of_a_machine_without_pci_sysfs(tmp_path):
     assert pci.scan(str(tmp_path)) == []
     assert gpu.from_pci([])["pci_count"] == 0
+
+
+# This project's own record of a lent H100 machine (make gpu-record, fixtures/gpu-record-h100-20261124/README.md).
+H100 = "gpu-record-h100-20261124"
+
+
+def _said(text: str, label: str) -> str:
+    """The first `label : value` line of nvidia-smi -q's text, read apart from the XML parser."""
+    return re.search(rf"^\s*{re.escape(label)}\s+: (.*)$", text, re.M).group(1)
+
+
+def test_h100_xml_reads_as_the_same_machines_text_output(fixture_text):
+    facts = gpu.parse_smi_xml(fixture_text(f"{H100}/nvidia-smi-q-x.xml"))
+    text = fixture_text(f"{H100}/nvidia-smi-q.txt")
+    (only,) = facts["gpus"]
+    assert (facts["driver_version"], facts["cuda_version"]) == (_said(text, "Driver Version"), _said(text, "CUDA Version"))
+    assert (facts["attached_gpus"], facts["driver_count"]) == (int(_said(text, "Attached GPUs")), 1)
+    assert (only["name"], only["serial"], only["uuid"]) == (_said(text, "Product Name"), _said(text, "Serial Number"),
+                                                            _said(text, "GPU UUID"))
+    assert (only["architecture"], only["persistence_mode"], only["mig_mode"]) == ("Hopper", "Enabled", "Disabled")
+    assert f"{only['memory_total_mib']} MiB" == _said(text, "Total")
+    assert (only["pcie_generation"], only["pcie_width"]) == ("5", "16x")
+
+
+def test_h100_health_counters_are_read_as_reported_and_retired_pages_as_not_reported(fixture_text):
+    (counters,) = gpu.gpu_counters(fixture_text(f"{H100}/nvidia-smi-q-x.xml"))
+    # Hopper remaps rows instead of retiring pages: its retired-page counters are N/A, not zero.
+    assert counters["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
+    assert counters["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+    assert set(counters["ecc"].values()) == {0}
+    assert counters["pcie"] == {"current_gen": 5, "max_gen": 5, "current_width": 16, "max_width": 16}
+    assert counters["clock_events"]["gpu_idle"] is True and not counters["clock_events"]["hw_slowdown"]
+
+
+def test_h100_topology_with_its_underlined_header_and_no_nics(fixture_text):
+    text = fixture_text(f"{H100}/nvidia-smi-topo-m.txt")
+    assert "\x1b[4m" in text
+    assert gpu.parse_topo_matrix(text) == {"devices": ["GPU0"], "links": {"GPU0": {"GPU0": "X"}},
+                                           "affinity": {"GPU0": {"cpus": "0-15", "numa": "0"}}, "nvlink": False,
+                                           "nics": {}}
+
+
+def test_h100_facts_module_on_the_machine_read_what_its_nvidia_smi_printed(fixture_text):
+    recorded = json.loads(fixture_text(f"{H100}/facts-gpu_facts.json"))
+    parsed = gpu.parse_smi_xml(fixture_text(f"{H100}/nvidia-smi-q-x.xml"))
+    assert recorded["present"] is True and recorded["topology_error"] is None
+    assert [g["name"] for g in recorded["gpus"]] == [g["name"] for g in parsed["gpus"]]
+    assert recorded["driver_version"] == parsed["driver_version"] == "580.159.04"
+    assert recorded["topology"]["affinity"] == {"GPU0": {"cpus": "0-15", "numa": "0"}}

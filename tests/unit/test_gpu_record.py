@@ -26,21 +26,11 @@ def torch_imports() -> bool:
     return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, check=False).returncode == 0
 
 
-def framework_option() -> bool:
-    """Whether this checkout's benchrunner trains with PyTorch (benchrunner train --framework)."""
-    done = subprocess.run([sys.executable, "-m", "benchrunner", "train", "--help"], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(BENCHRUNNER_SRC)), check=False)
-    return "--framework" in done.stdout
-
-
 needs_torch = pytest.mark.skipif(not torch_imports(), reason="PyTorch does not import in this Python")
 
 
 @needs_torch
 def test_a_cpu_dry_run_records_everything_but_the_gpu(tmp_path):
-    if not framework_option():
-        pytest.skip("this checkout's `benchrunner train --help` has no --framework: benchrunner's PyTorch training "
-                    "is not merged here yet")
     out = tmp_path / "record"
     done = record(out, "--cpu", "--facts-runner", "stand-in")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -62,12 +52,18 @@ def test_a_cpu_dry_run_records_everything_but_the_gpu(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["mode"] == "cpu" and manifest["facts_runner"] == "stand-in" and manifest["problems"] == []
     assert manifest["torch"] and manifest["hostname"] and manifest["date"] and "driver_version" in manifest
+    described = subprocess.run(["git", "-C", str(PROJECT), "describe", "--always", "--dirty"], capture_output=True,
+                               text=True, check=False).stdout.strip()
+    assert manifest["git_describe"] == (described or None)
     points = manifest["points"]
     assert [(p["model"], p["precision"], p["batch_size"]) for p in points] == [("small_cnn", "fp32", 8),
                                                                                ("small_cnn", "fp32", 16)]
     for point in points:
         assert point["status"] == "ok" and point["images_per_sec"] > 0 and point["window"].startswith("window:")
-        assert (out / "runs" / point["id"] / "raw" / "rank-00000.json").is_file()
+        rank = json.loads((out / "runs" / point["id"] / "raw" / "rank-00000.json").read_text())
+        # Started by torchrun, and recorded as such; its start is kept by stage.
+        assert (rank["provenance"]["launcher"], rank["provenance"]["torch"]["launched_by"]) == ("torchrun", "torchrun")
+        assert list(rank["metrics"]["startup_s"]) >= ["first_step"]
         assert (out / "runs" / point["id"] / "summary.json").is_file()
     numbers = (out / "numbers.md").read_text()
     rows = [line for line in numbers.splitlines() if line.startswith("| small_cnn |")]
@@ -110,3 +106,15 @@ def test_an_output_folder_in_use_is_refused(tmp_path):
     (tmp_path / "record" / "numbers.md").write_text("an earlier record\n")
     done = record(tmp_path / "record", "--cpu")
     assert done.returncode == 2 and "is not empty" in done.stderr
+
+
+@needs_torch
+def test_benchrunner_that_cannot_import_its_needs_stops_the_record_naming_what_failed(tmp_path):
+    """The GPU machine's Python has torch but not every package benchrunner needs (jsonschema, there)."""
+    shadow = tmp_path / "shadow" / "jsonschema"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no jsonschema in this Python')\n")
+    done = record(tmp_path / "record", "--cpu", env=dict(os.environ, PYTHONPATH=str(shadow.parent)))
+    assert done.returncode == 2
+    assert "benchrunner does not start here (ImportError: no jsonschema in this Python)" in done.stderr
+    assert "predates" not in done.stderr

@@ -206,6 +206,26 @@ def _warmup_s(ranks: list[dict[str, Any]]) -> float:
                            + r["metrics"]["time_to_first_step_s"]) for r in ranks))
 
 
+def _startup(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The slowest rank's start by stage, where it recorded one (results made before benchrunner did have none)."""
+    slowest = max(ranks, key=lambda r: r["metrics"]["time_to_first_step_s"])
+    return {"startup_s": slowest["metrics"]["startup_s"]} if "startup_s" in slowest["metrics"] else {}
+
+
+# How the report names each start-up stage.
+STARTUP_WORDS = {"process_started": "process started", "framework_imported": "framework imported",
+                 "ranks_joined": "ranks joined", "model_ready": "model and input ready", "first_step": "first step done"}
+
+
+def startup_line(summary: dict[str, Any]) -> str:
+    stages = summary.get("startup_s")
+    head = f"time to first step: {summary['time_to_first_step_s']:.1f} s"
+    if not stages:
+        return head
+    return head + " (" + ", ".join(f"{words} {stages[stage]:.1f}" for stage, words in STARTUP_WORDS.items()
+                                   if stage in stages) + ")"
+
+
 def summarize(run_dir: Path) -> dict[str, Any]:
     ranks = sorted(load_ranks(run_dir), key=lambda r: r["rank"])
     rank0 = ranks[0]
@@ -238,6 +258,7 @@ def summarize(run_dir: Path) -> dict[str, Any]:
         },
         "elapsed_s": finished - min(launched) if launched else None,
         "time_to_first_step_s": max(r["metrics"]["time_to_first_step_s"] for r in ranks),
+        **_startup(ranks),
         "warmup_s": _warmup_s(ranks),
         "loss": {"rank0": rank0["losses"]},
         "versions": _versions(rank0),
@@ -362,7 +383,7 @@ def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
         window_line(summary),
         *(previous_lines(run_dir, summary) if run_dir else []),
         (f"job elapsed: {elapsed:.1f} s" if elapsed is not None else "job elapsed: unknown (no launch time)")
-        + f"; time to first step: {summary['time_to_first_step_s']:.1f} s",
+        + "; " + startup_line(summary),
     ]
 
 

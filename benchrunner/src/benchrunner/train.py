@@ -16,6 +16,25 @@ from benchrunner.rank_env import GPU_ENV
 from benchrunner.workload import Workload
 
 PROCESS_STARTED_AT = time.time()
+# When this rank finished each stage of its start before the first step (mark()), so a slow start shows where it went:
+# the framework imported, the ranks joined (Horovod's init, the process group), the model and input ready.
+STARTUP_STAGES = ("framework_imported", "ranks_joined", "model_ready")
+_startup: dict[str, float] = {}
+
+
+def mark(stage: str) -> None:
+    if stage not in STARTUP_STAGES:
+        raise ValueError(f"unknown start-up stage {stage!r}: one of {', '.join(STARTUP_STAGES)}")
+    _startup[stage] = time.time()
+
+
+def startup(origin: float, first_step_done: float) -> dict[str, float]:
+    """Seconds from the launch (or benchrunner's start) to the end of each stage this rank marked, ending with its
+    first step; with a launch time, the process's own start comes first."""
+    stages = {"process_started": PROCESS_STARTED_AT} if origin != PROCESS_STARTED_AT else {}
+    stages |= {stage: _startup[stage] for stage in STARTUP_STAGES if stage in _startup}
+    stages["first_step"] = first_step_done
+    return {stage: at - origin for stage, at in stages.items()}
 
 
 @dataclass(frozen=True)
@@ -42,7 +61,9 @@ def init_horovod(workload: Workload) -> tuple[Any, Any]:
     import horovod.tensorflow as hvd  # noqa: PLC0415 - heavy, only where training happens
     import tensorflow as tf  # noqa: PLC0415 - likewise
 
+    mark("framework_imported")
     hvd.init()
+    mark("ranks_joined")
     _configure_devices(tf, hvd)
     return tf, hvd
 
@@ -162,6 +183,7 @@ def measurements(workload: Workload, measured: Measurement, context: RunContext,
             "measured_s": measured.measured_s,
             "step_time_s": stats.describe(step_times).as_dict(),
             "time_to_first_step_s": measured.first_step_done - (context.launched_at or PROCESS_STARTED_AT),
+            "startup_s": startup(context.launched_at or PROCESS_STARTED_AT, measured.first_step_done),
             "launched_at": context.launched_at,
             "started_at": PROCESS_STARTED_AT,
             "finished_at": finished_at,
@@ -192,6 +214,7 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
     scaled = workload.precision == "mixed_float16"
     compression = hvd.Compression.fp16 if workload.settings.fp16_allreduce else hvd.Compression.none
     batches = data.batches(tf, workload, hvd.rank(), hvd.size())
+    mark("model_ready")
 
     @tf.function
     def train_step(images: Any, labels: Any, first_batch: bool) -> Any:

@@ -5,6 +5,8 @@ options and environment; only how the processes are placed differs. A launcher m
   NAME          what jobs and campaigns call it
   STACKS        the stacks it runs on; DEFAULT_FOR, those whose default launcher it is
   FRAMEWORKS    the frameworks whose ranks it can start
+  RANK_VARIABLES  whose variables tell each rank its place (torchrun, openmpi, slurm), which a pytorch-ddp rank
+                checks it found; None where it starts no pytorch-ddp ranks
   NEEDS         what it must be given: "hosts" (to place ranks on), "slurm" (a controller), "kubeconfig"
   USES_HOSTS    whether hosts it is given decide where ranks run (an MPIJob's pods are placed by Kubernetes)
   LEAVES        the files it writes in the run's folder beside raw/, kept with the results

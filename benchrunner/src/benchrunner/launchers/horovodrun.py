@@ -14,6 +14,8 @@ NAME = "horovodrun"
 STACKS = ("baremetal", "slurm")
 DEFAULT_FOR = ()
 FRAMEWORKS = (tensorflow_horovod.NAME,)
+# Its ranks start no pytorch-ddp rank, so none looks for its variables.
+RANK_VARIABLES = None
 NEEDS = frozenset({"hosts"})
 USES_HOSTS = True
 LEAVES = ()

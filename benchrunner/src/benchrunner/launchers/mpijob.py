@@ -17,6 +17,7 @@ NAME = "mpijob"
 STACKS = ("k8s",)
 DEFAULT_FOR = ("k8s",)
 FRAMEWORKS = frameworks.names()
+RANK_VARIABLES = "openmpi"
 NEEDS = frozenset({"kubeconfig"})
 USES_HOSTS = False
 MANIFEST = "mpijob.yaml"

@@ -16,6 +16,7 @@ NAME = "mpirun"
 STACKS = ("baremetal", "slurm")
 DEFAULT_FOR = ("baremetal",)
 FRAMEWORKS = frameworks.names()
+RANK_VARIABLES = "openmpi"
 NEEDS = frozenset({"hosts"})
 USES_HOSTS = True
 HOSTFILE = "hostfile"

@@ -18,6 +18,7 @@ NAME = "srun"
 STACKS = ("slurm",)
 DEFAULT_FOR = ("slurm",)
 FRAMEWORKS = frameworks.names()
+RANK_VARIABLES = "slurm"
 NEEDS = frozenset({"slurm"})
 # Slurm places ranks where no hosts are given; hosts given are the ones used (--nodelist).
 USES_HOSTS = True

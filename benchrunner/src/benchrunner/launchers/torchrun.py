@@ -22,6 +22,7 @@ NAME = "torchrun"
 STACKS = ("baremetal",)
 DEFAULT_FOR = ()
 FRAMEWORKS = (pytorch_ddp.NAME,)
+RANK_VARIABLES = "torchrun"
 NEEDS = frozenset({"hosts"})
 USES_HOSTS = True
 LEAVES = ()

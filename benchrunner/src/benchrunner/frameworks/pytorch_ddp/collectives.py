@@ -114,7 +114,7 @@ def sweep(prepare: Prepare, byte_sizes: list[int], ranks: int, device: torch.dev
 
 def run(context: RunContext, min_bytes: int, max_bytes: int) -> dict[str, Any]:
     byte_sizes = sizes(min_bytes, max_bytes)
-    placement, device, backend = distributed.setup()
+    placement, device, backend = distributed.setup(context.launcher)
     ranks = placement.world_size
     # all_reduce's bus factor is 2(n-1)/n; all_gather's and reduce_scatter's (n-1)/n: in a ring each rank's link
     # carries all but its own part of the whole.

@@ -120,9 +120,28 @@ def init(placement: Placement, device: torch.device) -> str:
     return backend
 
 
-def setup() -> tuple[Placement, torch.device, str]:
-    """This rank's place, device and backend, joined to the others."""
+def launcher_problem(placement: Placement, launcher: str) -> str | None:
+    """Where the rank's place came from other variables than the launcher it records would set: a process started
+    by hand, or under another launcher, would otherwise be filed under that launcher's name."""
+    from benchrunner import launchers  # noqa: PLC0415 - the launchers import this framework package
+
+    expected = launchers.get(launcher).RANK_VARIABLES
+    if placement.source == expected:
+        return None
+    if expected is None:
+        return f"launcher {launcher} starts no pytorch-ddp ranks: pass --launcher as this rank was started"
+    found = ("none of torchrun's, Open MPI's or Slurm's variables (a process started by hand)"
+             if placement.source == SINGLE else f"{placement.source}'s variables")
+    return (f"this rank records launcher {launcher}, whose ranks find {expected}'s variables, but it found {found}: "
+            "start it with that launcher, or pass --launcher as it was started")
+
+
+def setup(launcher: str) -> tuple[Placement, torch.device, str]:
+    """This rank's place, device and backend, joined to the others; a rank not started by `launcher` fails."""
     placement = rank_environment(os.environ)
+    problem = launcher_problem(placement, launcher)
+    if problem:
+        raise ValueError(problem)
     cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
     device = torch.device(device_name(placement, os.environ, cuda_devices))
     return placement, device, init(placement, device)

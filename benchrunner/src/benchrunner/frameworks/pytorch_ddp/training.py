@@ -14,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from benchrunner import results
 from benchrunner.frameworks.pytorch_ddp import NAME, Settings, data, distributed, models, provenance
-from benchrunner.train import RunContext, learning_rate, measure, measurements
+from benchrunner.train import RunContext, learning_rate, mark, measure, measurements
 from benchrunner.workload import Workload
 
 # Autocast's type for each precision; float32 runs without autocast.
@@ -32,7 +32,10 @@ def optimizer_for(workload: Workload, parameters: Any) -> torch.optim.Optimizer:
 def run(workload: Workload, settings: Settings, context: RunContext) -> dict[str, Any]:
     """Train for warmup + measured steps; write and return this rank's result."""
     workload.validate()
-    placement, device, backend = distributed.setup()
+    # torch was imported with this module.
+    mark("framework_imported")
+    placement, device, backend = distributed.setup(context.launcher)
+    mark("ranks_joined")
     # cuDNN times its convolution algorithms once per shape and keeps the fastest, as TensorFlow's autotuning does.
     torch.backends.cudnn.benchmark = True
     memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
@@ -53,6 +56,7 @@ def run(workload: Workload, settings: Settings, context: RunContext) -> dict[str
     # float16 gradients underflow without loss scaling; bfloat16 has float32's range and needs none.
     scaler = torch.amp.GradScaler(device.type, enabled=workload.precision == "mixed_float16")
     batches = data.batches(workload, settings, placement, device)
+    mark("model_ready")
 
     def step(number: int, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
         images, labels = batch

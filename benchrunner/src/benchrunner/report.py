@@ -442,6 +442,10 @@ def raw_bandwidth_line(sweep: dict[str, Any], raw: dict[str, Any] | None) -> str
     """The largest message's bus bandwidth against the link's raw bandwidth, or why there is no reference."""
     largest = max(sweep["points"], key=lambda p: p["bytes"])
     busbw = f"largest message ({_bytes(largest['bytes'])}): busbw {largest['busbw_bytes_per_s'] / 1e9:.3f} GB/s"
+    if sweep["ranks"] == 1:
+        # nccl-tests' bus factor 2(n-1)/n is 0 for one rank: nothing crosses a link, whatever the algorithm bandwidth.
+        return (f"{busbw}: one rank, so no data crosses between ranks and the algorithm bandwidth is a copy within "
+                "the rank; run two or more to measure a link")
     if raw is None:
         return f"{busbw}; no raw link bandwidth recorded (raw/{results.RAW_BANDWIDTH_JSON}), so no reference line"
     return (f"{busbw} = {100 * largest['busbw_bytes_per_s'] / raw['bytes_per_s']:.0f}% of the raw link bandwidth, "

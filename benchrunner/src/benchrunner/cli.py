@@ -20,6 +20,7 @@ from benchrunner import (
     data,
     dataset,
     frameworks,
+    gather,
     job_defaults,
     job_document,
     kubernetes,
@@ -224,6 +225,18 @@ def _keep_job(document: dict[str, Any], results_dir: Path, *, keep: bool, overwr
     if kept:
         results.write_atomic(run_dir / launchers.JOB_JSON, results.dumps(document), mode=0o600)
     return {"earlier_run": earlier, "kept": kept}
+
+
+def cmd_job_gather(args: argparse.Namespace) -> int:
+    try:
+        answers = results.strict_loads(sys.stdin.read())
+    except ValueError as exc:
+        raise ValueError(f"the nodes' answers on standard input: not JSON: {exc}") from exc
+    if not isinstance(answers, dict) or not all(isinstance(v, str) for v in answers.values()):
+        raise ValueError("the nodes' answers on standard input: a JSON object of host -> what its command printed")
+    written = gather.write(_run_dir(args.run_dir), answers, tuple(args.leaves), require_leaves=args.require_leaves)
+    print(f"gathered {len(written)} file(s) from {len(answers)} node(s): {', '.join(written) or 'none'}")
+    return 0
 
 
 def cmd_job_launch(args: argparse.Namespace) -> int:
@@ -577,6 +590,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "(mode 0600), unless that folder holds an earlier run and --overwrite is not given")
     q.add_argument("--overwrite", action="store_true", help="--keep writes over an earlier run's folder too")
     q.set_defaults(func=cmd_job_resolve)
+    q = _command(jobs, "gather", help="write what the job's nodes sent (their rank results, the launcher's files) "
+                 "into the run's folder on the control host")
+    q.add_argument("run_dir", help="the run's folder; the nodes' answers come on standard input as JSON, "
+                   "{host: what its command printed}")
+    q.add_argument("--leaves", nargs="*", default=[], metavar="NAME",
+                   help="the files the launcher leaves beside raw/ (job resolve's leaves), which the launcher's host "
+                   "sends")
+    q.add_argument("--require-leaves", action="store_true", help="fail when a leaf did not come (the launch succeeded)")
+    q.set_defaults(func=cmd_job_gather)
     q = _command(jobs, "launch", help="launch a resolved job (what `job resolve` printed), as it is")
     q.add_argument("file", help="the resolved job (- for standard input)")
     _add_execution(q)

@@ -215,15 +215,35 @@ def test_the_campaign_command_ends_with_its_report(campaign_file, tmp_path, monk
         def execute(run_):
             results.save(results.RANK_RESULT, rank_document(0, 1, run_id=run_.run_id),
                          results_dir / run_.run_id / "raw" / "rank-00000.json")
-            summary.write(results_dir / run_.run_id)
+            # As the benchmark play summarizes a campaign's run: without its plot.
+            summary.write(results_dir / run_.run_id, plots=False)
             return campaign.run_outcome(results_dir, run_.run_id)
         return execute
 
     monkeypatch.setenv("HPCML_PROJECT_DIR", str(tmp_path))
     monkeypatch.setattr(campaign, "playbook_executor", executor)
     assert cli.main(["campaign", str(campaign_file(document)), "--results-dir", str(results_dir)]) == 0
-    assert "Campaign lab: 2 runs done, 0 failed." in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "Campaign lab: 2 runs done, 0 failed." in out
     assert (results_dir / "campaigns" / "lab" / "report.html").is_file()
+    # Every run's report is complete at the campaign's end: its plot drawn there, once for the campaign.
+    runs = [path.parent for path in results_dir.glob("lab.*/summary.json")]
+    assert len(runs) == 2 and "drew the plots of 2 run report(s)" in err
+    for run in runs:
+        assert (run / "plots" / "loss.png").is_file() and "not drawn yet" not in (run / "report.md").read_text()
+
+
+def test_a_campaign_s_runs_are_summarized_without_their_plots(tmp_path, monkeypatch):
+    document = campaign.load(Path(__file__).parents[1] / "campaigns" / "lab.yml")
+    seen = {}
+
+    def run(project, **kwargs):
+        seen.update(kwargs["extravars"])
+        return playbooks.Outcome(0, "successful")
+
+    monkeypatch.setattr(playbooks, "run", run)
+    campaign.playbook_executor(tmp_path, tmp_path / "results", document)(campaign.plan(document)[0])
+    assert seen["benchrunner_run_plots"] is False
 
 
 def test_frameworks_and_a_stacks_launchers_are_axes(campaign_file):

@@ -1,5 +1,7 @@
 import argparse
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -137,3 +139,31 @@ def test_a_kubernetes_release_the_validator_does_not_know_is_one_line(capsys):
                      "/o", "--ranks", "1", "--image", "i:1", "--kubernetes-version", "1.99.0"]) == 2
     err = capsys.readouterr().err
     assert "Kubernetes 1.99.0: the offline validator knows 1.25.0 to" in err and len(err.splitlines()) == 1
+
+
+LEAVE = """
+import atexit, sys
+from benchrunner import cli
+cli.cmd_train = cli.cmd_summarize = lambda args: print("done", end="") or 0
+atexit.register(lambda: print(" and shut down", end=""))
+sys.argv = ["benchrunner"] + sys.argv[1:]
+cli.main()
+print(" and on", end="")
+"""
+
+
+@pytest.mark.parametrize(("argv", "out"), [(["train", "--run-id", "r", "--output-dir", "/o"], "done and shut down"),
+                                           (["summarize", "/r"], "done and on and shut down")])
+def test_a_rank_that_is_done_leaves_without_the_interpreter_s_teardown(argv, out):
+    # A rank's process: its exit handlers run (the frameworks' own shutdown), its output is flushed, status 0, and
+    # nothing after that; any other command returns as usual.
+    done = subprocess.run([sys.executable, "-c", LEAVE, *argv], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, out), done.stderr
+
+
+def test_a_rank_program_called_as_a_function_returns(monkeypatch):
+    # main() given arguments (tests, callers) never leaves the process, even for a rank program.
+    seen = []
+    monkeypatch.setattr(cli, "cmd_train", lambda args: seen.append(args) or 0)
+    assert cli.main(["train", "--run-id", "r", "--output-dir", "/o"]) == 0
+    assert len(seen) == 1

@@ -7,7 +7,7 @@ import pytest
 
 from benchrunner import cli, job_document, results, summary
 from benchrunner import workload as workload_module
-from documents import rank_document
+from documents import allreduce_document, rank_document
 
 
 def checks_by_name(document):
@@ -342,3 +342,31 @@ def test_gpu_build_versions_are_shown_only_where_gpus_were_used(run_dir, make_ra
     page = (gpu / "report.md").read_text()
     assert "| tensorflow_built_cuda | 12.2 |" in page
     assert "1 x NVIDIA H100 80GB HBM3" in page
+
+
+def test_a_run_summarized_without_its_plot_says_so_until_it_is_drawn(run_dir, make_rank):
+    directory = run_dir(make_rank(0), make_rank(1))
+    summary.write(directory, plots=False)
+    assert not (directory / "plots").exists()
+    assert "plots: not drawn yet (a campaign draws them at its end" in (directory / "report.md").read_text()
+    assert "<b>plots:</b> not drawn yet (a campaign draws them" in (directory / "report.html").read_text()
+    before = (directory / "summary.json").read_bytes()
+    assert summary.draw_plots(directory)
+    assert (directory / "plots" / "loss.png").stat().st_size > 0
+    markdown = (directory / "report.md").read_text()
+    assert "![loss](plots/loss.png)" in markdown and "not drawn yet" not in markdown
+    assert "data:image/png;base64," in (directory / "report.html").read_text()
+    # The summary is what it was; a run with its plot is left as it is.
+    assert (directory / "summary.json").read_bytes() == before
+    assert not summary.draw_plots(directory)
+
+
+def test_a_sweep_summarized_without_its_plot_gets_it_drawn_later(tmp_path):
+    sweep = allreduce_document(run_id="sweep")
+    results.save(results.ALLREDUCE_RESULT, sweep, tmp_path / "sweep" / "raw" / "allreduce.json")
+    summary.write_sweep(tmp_path / "sweep", plots=False)
+    assert "plots: not drawn yet" in (tmp_path / "sweep" / "report.md").read_text()
+    assert not (tmp_path / "sweep" / "plots").exists()
+    assert summary.draw_plots(tmp_path / "sweep")
+    assert "![allreduce](plots/allreduce.png)" in (tmp_path / "sweep" / "report.md").read_text()
+    assert not summary.draw_plots(tmp_path / "sweep")

@@ -302,7 +302,9 @@ def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any]
     def execute(run_: Run) -> Attempt:
         # What an earlier, failed attempt left must not pass for this attempt's result.
         shutil.rmtree(results_dir / run_.run_id, ignore_errors=True)
-        variables = {**extravars(run_, campaign), "cluster_results_dir": str(results_dir.resolve())}
+        # Every run's plot is drawn at the campaign's end, in one process, rather than matplotlib imported per run.
+        variables = {**extravars(run_, campaign), "cluster_results_dir": str(results_dir.resolve()),
+                     "benchrunner_run_plots": False}
         # A node that does not answer drops out of the play when its facts are gathered or its GPUs counted, and the
         # play resolves the run's job once among those left (benchrunner picks its hosts): a node that dies, whenever
         # it dies, fails only the runs that need it.

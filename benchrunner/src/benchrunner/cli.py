@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import math
 import os
 import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -19,6 +20,7 @@ from benchrunner import (
     data,
     dataset,
     frameworks,
+    gather,
     job_defaults,
     job_document,
     kubernetes,
@@ -225,6 +227,18 @@ def _keep_job(document: dict[str, Any], results_dir: Path, *, keep: bool, overwr
     return {"earlier_run": earlier, "kept": kept}
 
 
+def cmd_job_gather(args: argparse.Namespace) -> int:
+    try:
+        answers = results.strict_loads(sys.stdin.read())
+    except ValueError as exc:
+        raise ValueError(f"the nodes' answers on standard input: not JSON: {exc}") from exc
+    if not isinstance(answers, dict) or not all(isinstance(v, str) for v in answers.values()):
+        raise ValueError("the nodes' answers on standard input: a JSON object of host -> what its command printed")
+    written = gather.write(_run_dir(args.run_dir), answers, tuple(args.leaves), require_leaves=args.require_leaves)
+    print(f"gathered {len(written)} file(s) from {len(answers)} node(s): {', '.join(written) or 'none'}")
+    return 0
+
+
 def cmd_job_launch(args: argparse.Namespace) -> int:
     document, source = _job_file(args.file)
     return _launch(args, job_document.launch_plan(document, source))
@@ -238,10 +252,10 @@ def _run_dir(value: str) -> Path:
 def cmd_summarize(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run_dir)
     if summary.sweep_path(run_dir):
-        summary.write_sweep(run_dir)
+        summary.write_sweep(run_dir, plots=args.plots)
         sys.stdout.write((run_dir / report.REPORT_MD).read_text())
         return 0
-    document = summary.write(run_dir)
+    document = summary.write(run_dir, plots=args.plots)
     sys.stdout.write(summary.render_markdown(document, run_dir))
     if not document["sanity"]["passed"]:
         print("benchrunner: the run failed its sanity checks; its numbers are not to be trusted", file=sys.stderr)
@@ -292,6 +306,10 @@ def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str], s
     name = state["campaign"]
     summaries, sweeps, unreadable = report.read_runs(results_dir, sorted(
         run_id for run_id, entry in state["runs"].items() if entry["status"] == "done"))
+    # A campaign's runs were summarized without their plots: drawn here, in one process, for every run that lacks one.
+    drawn = sum(summary.draw_plots(results_dir / document["run_id"]) for document in summaries + sweeps)
+    if drawn:
+        print(f"drew the plots of {drawn} run report(s)", file=sys.stderr)
     if not summaries and not sweeps and unreadable:
         raise results.ResultError(f"campaign {name}: no done run could be read: " + "; ".join(unreadable))
     failed = {run_id: e["reason"] for run_id, e in sorted(state["runs"].items()) if e["status"] == "failed"}
@@ -491,18 +509,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "train", help="train on this rank and write its result (what every rank runs)")
     _add_context(p)
     add_arguments(p)
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, rank_program=True)
 
     p = _command(sub, "allreduce", help="time the framework's allreduce over message sizes (what every rank runs)")
     _add_context(p)
     p.add_argument("--framework", choices=frameworks.names(), default=frameworks.DEFAULT,
                    help="whose collectives: Horovod's, or torch.distributed's (all_reduce, all_gather, reduce_scatter)")
     _add_sweep(p)
-    p.set_defaults(func=cmd_allreduce)
+    p.set_defaults(func=cmd_allreduce, rank_program=True)
 
     p = _command(sub, "rank", help=f"run the train or allreduce command held in ${rank_env.RANK_ARGV_ENV} "
                                     "(how horovodrun starts ranks)")
-    p.set_defaults(func=cmd_rank)
+    p.set_defaults(func=cmd_rank, rank_program=True)
 
     p = _command(sub, "dataset", help="write a small ChestX-ray14-style dataset (PNGs + labels CSV)")
     p.add_argument("directory")
@@ -572,6 +590,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "(mode 0600), unless that folder holds an earlier run and --overwrite is not given")
     q.add_argument("--overwrite", action="store_true", help="--keep writes over an earlier run's folder too")
     q.set_defaults(func=cmd_job_resolve)
+    q = _command(jobs, "gather", help="write what the job's nodes sent (their rank results, the launcher's files) "
+                 "into the run's folder on the control host")
+    q.add_argument("run_dir", help="the run's folder; the nodes' answers come on standard input as JSON, "
+                   "{host: what its command printed}")
+    q.add_argument("--leaves", nargs="*", default=[], metavar="NAME",
+                   help="the files the launcher leaves beside raw/ (job resolve's leaves), which the launcher's host "
+                   "sends")
+    q.add_argument("--require-leaves", action="store_true", help="fail when a leaf did not come (the launch succeeded)")
+    q.set_defaults(func=cmd_job_gather)
     q = _command(jobs, "launch", help="launch a resolved job (what `job resolve` printed), as it is")
     q.add_argument("file", help="the resolved job (- for standard input)")
     _add_execution(q)
@@ -595,6 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "summarize", help="check a run's rank files; write summary.json, report.md and report.html")
     p.add_argument("run_dir")
+    p.add_argument("--no-plots", dest="plots", action="store_false",
+                   help="leave the run's plot out of its report, saying so (a campaign's report, or `report RUN`, "
+                   "draws it later; matplotlib is not imported)")
     p.set_defaults(func=cmd_summarize)
 
     p = _command(sub, "report", help="report on a run or a campaign (default: results/latest)")
@@ -636,10 +666,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _leave(code: int) -> NoReturn:
+    """A rank that has written its result (fsynced) and shut its framework's collectives down leaves at once: the
+    interpreter's teardown of TensorFlow or PyTorch after that (about a second) only delays the job's end. The exit
+    handlers still run (Horovod's and torch.distributed's own shutdown, logging's flush), so MPI and PMIx see a
+    finalized rank and exit status 0."""
+    atexit._run_exitfuncs()  # what a normal exit runs first, without the teardown after it
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        # Only for a rank started as its own process (argv from its command line), never for a caller of main().
+        if code == 0 and argv is None and getattr(args, "rank_program", False):
+            _leave(code)
+        return code
     except (results.ResultError, ValueError) as exc:
         print(f"benchrunner: {exc}", file=sys.stderr)
         return 2

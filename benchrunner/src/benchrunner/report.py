@@ -23,6 +23,9 @@ from benchrunner import workload as workload_module
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 PLOTS_DIR = "plots"
+# A run's own plot: a training run's loss curve, a sweep's bandwidth curve.
+LOSS_PLOT = f"{PLOTS_DIR}/loss.png"
+SWEEP_PLOT = f"{PLOTS_DIR}/allreduce.png"
 # The first present of these is what the other stacks are measured against.
 REFERENCE_ORDER = ("baremetal", "slurm", "k8s")
 # Always in a row's name; any other axis is named only where runs differ in it.
@@ -481,9 +484,15 @@ def sweep_previous_line(run_dir: Path, sweep: dict[str, Any]) -> list[str]:
     return [line, *unreadable_line(unreadable)]
 
 
-def write_sweep(run_dir: Path, sweep: dict[str, Any]) -> Path:
+def deferred_plots_line(run_dir: Path) -> str:
+    """What a run's report says in place of its plot when drawing it was left for later (a campaign draws every run's
+    plot once, at its end, rather than paying for matplotlib in every run)."""
+    return f"plots: not drawn yet (a campaign draws them at its end; `benchrunner report {run_dir}` draws them now)"
+
+
+def write_sweep(run_dir: Path, sweep: dict[str, Any], *, plots: bool = True) -> Path:
     """report.md, report.html and a plot for one allreduce run, with the link's raw bandwidth where it was measured
-    (raw/raw-bandwidth.json) as the reference line."""
+    (raw/raw-bandwidth.json) as the reference line; plots=False leaves the plot for later and says so."""
     def stack_of(document: dict[str, Any]) -> str:
         return document["provenance"]["stack"]
 
@@ -491,12 +500,13 @@ def write_sweep(run_dir: Path, sweep: dict[str, Any]) -> Path:
     raw = results.load(results.RAW_BANDWIDTH, raw_path) if raw_path.exists() else None
     table = allreduce_table([sweep], stack_of)
     tables = [table] if table else []
-    figures = [allreduce_plot(allreduce_curves([sweep], stack_of), run_dir / PLOTS_DIR / "allreduce.png", raw)]
+    figures = [allreduce_plot(allreduce_curves([sweep], stack_of), run_dir / SWEEP_PLOT, raw)] if plots else []
     title = f"Allreduce sweep {sweep['run_id']}"
     intro = [f"run date: {day(sweep['measured_at']) if sweep.get('measured_at') else 'not recorded'}",
              f"{sweep['ranks']} ranks, stack {sweep['provenance']['stack']}, launcher {sweep['provenance']['launcher']}, "
              f"network {sweep['provenance']['network']}",
-             raw_bandwidth_line(sweep, raw), *sweep_previous_line(run_dir, sweep)]
+             raw_bandwidth_line(sweep, raw), *sweep_previous_line(run_dir, sweep),
+             *([] if plots else [deferred_plots_line(run_dir)])]
     links = job_files(run_dir)
     results.write_atomic(run_dir / REPORT_MD, markdown(title, intro, tables, figures, run_dir, links))
     results.write_atomic(run_dir / REPORT_HTML, html_page(title, intro, tables, figures, links))

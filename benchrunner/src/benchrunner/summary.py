@@ -463,29 +463,47 @@ def sweep_path(run_dir: Path) -> Path | None:
     return path if path.exists() else None
 
 
-def write_sweep(run_dir: Path) -> dict[str, Any]:
+def write_sweep(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
     check_run_folder(run_dir)
     sweep = results.load(results.ALLREDUCE_RESULT, run_dir / RAW_DIR / results.SWEEP_JSON)
-    report.write_sweep(run_dir, sweep)
+    report.write_sweep(run_dir, sweep, plots=plots)
     point_latest(run_dir)
     return sweep
 
 
-def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
-    """report.md, report.html and plots/ of one run, from its summary."""
-    figures = [report.loss_plot([("rank 0", summary["loss"]["rank0"])], run_dir / report.PLOTS_DIR / "loss.png",
-                                summary["workload"]["warmup_steps"])]
+def write_report(run_dir: Path, summary: dict[str, Any], *, plots: bool = True) -> Path:
+    """report.md, report.html and plots/ of one run, from its summary; plots=False leaves the plot for later and says
+    so in the report."""
     title, intro, tables = f"Run {summary['run_id']}", _intro(summary, run_dir), _tables(summary)
+    figures = []
+    if plots:
+        figures.append(report.loss_plot([("rank 0", summary["loss"]["rank0"])], run_dir / report.LOSS_PLOT,
+                                        summary["workload"]["warmup_steps"]))
+    else:
+        intro.append(report.deferred_plots_line(run_dir))
     links = report.job_files(run_dir)
     results.write_atomic(run_dir / report.REPORT_MD, report.markdown(title, intro, tables, figures, run_dir, links))
     results.write_atomic(run_dir / report.REPORT_HTML, report.html_page(title, intro, tables, figures, links))
     return run_dir / report.REPORT_MD
 
 
-def write(run_dir: Path) -> dict[str, Any]:
+def write(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
     check_run_folder(run_dir)
     summary = summarize(run_dir)
     results.save(results.SUMMARY, summary, run_dir / SUMMARY_JSON)
-    write_report(run_dir, summary)
+    write_report(run_dir, summary, plots=plots)
     point_latest(run_dir)
     return summary
+
+
+def draw_plots(run_dir: Path) -> bool:
+    """Complete the report of a run summarized without its plot (drawn, and the report written again with it); False
+    when the run has its plot already."""
+    sweep = sweep_path(run_dir)
+    if (run_dir / (report.SWEEP_PLOT if sweep else report.LOSS_PLOT)).exists():
+        return False
+    if sweep:
+        report.write_sweep(run_dir, results.load(results.ALLREDUCE_RESULT, sweep))
+    else:
+        write_report(run_dir, results.load(results.SUMMARY, run_dir / SUMMARY_JSON))
+    return True

@@ -1,6 +1,7 @@
 """Acceptance judging: GPU health counters from recorded `nvidia-smi -q -x`, Xid lines published in issues, NVLink
 error counters, the node's physical limits from facts built with the project's own parsers, and the judge's rules."""
 
+import json
 import sys
 
 import pytest
@@ -531,3 +532,27 @@ def test_recorded_two_node_h100_all_reduce_as_a_link(h100, fixture_text):
     link = acceptance.judge_link(run, mine, mine, acceptance.THRESHOLDS, "H100 x8")
     assert (link["status"], link["measured"], link["limit"], link["fraction"], link["threshold"]) == (
         "pass", 469.21, 400.0, 1.173, 380.0)
+
+
+def test_one_h100_judged_from_what_it_printed(fixture_text):
+    """This project's lent H100 (fixtures/gpu-record-h100-20261124/README.md): its facts as the modules found them,
+    nccl-tests as the role built and ran it, its counters; no DCGM there (no package source), no NVLink."""
+    record = "gpu-record-h100-20261124"
+    facts = {name: json.loads(fixture_text(f"{record}/facts-{name}_facts.json")) for name in ("gpu", "rdma", "gpudirect")}
+    runs = [{"test": test, "scope": "node", "peer": None, "rc": 0,
+             "parsed": nccl.parse_nccl_tests(fixture_text(f"{record}/nccl-tests-{test}.txt"))}
+            for test in ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")]
+    result = acceptance.judge(facts["gpu"], facts["rdma"], facts["gpudirect"], nccl=runs,
+                              counters=gpu.gpu_counters(fixture_text(f"{record}/nvidia-smi-q-x.xml")),
+                              xid=gpu_errors.parse_xid("kernel: Linux version 6.18.44\n"),
+                              skip={"dcgm_diag": "no DCGM package source", "nvlink_errors": "no NVLink here"})
+    assert (result["status"], result["sku"]) == ("pass", "H100 x1")
+    assert result["limits"]["pcie"] == {"generation": 5, "width": 16, "gbs": 63.008}
+    # One GPU has no collective within the node: each nccl-tests run is measured (0 GB/s) and skipped, saying why.
+    for name in ("nccl_all_reduce", "nccl_all_gather", "nccl_reduce_scatter", "nccl_alltoall"):
+        check = result["checks"][name]
+        assert (check["status"], check["measured"]) == ("skip", 0.0), name
+        assert check["reason"].endswith("(1 GPU(s) described by nvidia-smi: no collective within the node)"), name
+    assert {name: result["checks"][name]["status"] for name in ("gpu_ecc", "gpu_memory_repair", "gpu_clock_events",
+                                                                "gpu_pcie_link", "gpu_xid")} == dict.fromkeys(
+        ("gpu_ecc", "gpu_memory_repair", "gpu_clock_events", "gpu_pcie_link", "gpu_xid"), "pass")

@@ -277,3 +277,33 @@ def test_json_document_with_nan_and_without_out_of_place():
     result = nccl.parse_nccl_tests(json.dumps(body))
     assert (result["status"], result["test"], result["max_busbw_gbs"]) == ("incomplete", "all_reduce_perf", 0.000781)
     assert result["problems"] == ["the document has no average bus bandwidth"]
+
+
+# nccl-tests 2.17.6 built by node_validation's own tasks and run by them on this project's lent H100
+# (fixtures/gpu-record-h100-20261124/README.md): one GPU, -b 8 -e 16G -f 2 -n 20 -w 5 -g 1.
+H100_RUNS = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
+
+
+@pytest.mark.parametrize("test", H100_RUNS)
+def test_h100_one_gpu_runs_read_whole_and_checked(test):
+    result = parse(f"gpu-record-h100-20261124/nccl-tests-{test}.txt")
+    assert (result["status"], result["test"], result["problems"], result["errors"]) == ("ok", test, [], [])
+    assert (result["nccl_tests_version"], result["nccl_version"]) == ("2.17.6", "2.28.3")
+    assert [(r["host"], r["name"]) for r in result["ranks"]] == [("vm", "NVIDIA H100 80GB HBM3")]
+    assert result["rows"][-1]["size_bytes"] == 16 * 2 ** 30
+    # One rank: nothing crosses a link, so every bus bandwidth is 0 while the local copy runs at ~1.5 TB/s.
+    assert result["max_busbw_gbs"] == 0.0 and result["rows"][-1]["out_of_place"]["algbw_gbs"] > 1000
+    # alltoall's in-place #wrong is N/A (nccl-tests checks no in-place alltoall); out-of-place was checked.
+    assert result["validated"] is True
+
+
+def test_a_run_whose_out_of_place_results_were_not_checked_is_not_validated():
+    text = (FIXTURES / "gpu-record-h100-20261124/nccl-tests-alltoall_perf.txt").read_text()
+    # Derived: the out-of-place #wrong cells of every row read N/A, as with -c 0.
+    def unchecked(line: str) -> str:
+        cells = line.split()
+        return "  " + "  ".join([*cells[:8], "N/A", *cells[9:]])
+
+    derived = "\n".join(unchecked(line) if line[:12].strip().isdigit() else line for line in text.splitlines())
+    assert derived.count("N/A") == 2 * text.count("N/A")
+    assert nccl.parse_nccl_tests(derived)["validated"] is False

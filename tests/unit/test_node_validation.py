@@ -296,7 +296,8 @@ def test_a_passing_node_is_left_alone(tmp_path):
     assert action is None and calls == []
 
 
-# The role keeps the kernel log's lines holding "NVRM: Xid" as they are; judging them is the module's.
+# The role keeps the kernel log's NVIDIA driver lines as they are, and how many lines it read; judging them is the
+# module's.
 XID = "kernel: NVRM: Xid (PCI:0000:84:00): 79, GPU has fallen off the bus."
 
 
@@ -342,7 +343,7 @@ def test_acceptance_on_gpu_nodes_builds_runs_and_keeps_every_output(tmp_path, sy
         "all_gather_perf.txt", "all_reduce_perf.txt", "alltoall_perf.txt", "dcgmi-diag.json", "kernel-xid.log",
         "nvidia-smi-nvlink-e.txt", "nvidia-smi-q-x.xml", "reduce_scatter_perf.txt"]
     assert (raw / "dcgmi-diag.json").read_text() == "dcgmi diag -r 1 -j"
-    assert (raw / "kernel-xid.log").read_text() == XID
+    assert (raw / "kernel-xid.log").read_text() == XID + "\n(2 kernel log lines read, NVRM lines kept)"
     assert summary["nodes"]["gpu-a"]["checks"]["acceptance_inputs"]["status"] == "pass"
     # The pair's ranks would run as the MPI account, which this machine lacks: the link says so.
     [link] = summary["links"]

@@ -1,0 +1,65 @@
+"""node_validation's read of the kernel log (tasks/41-counters.yml), run here with stand-ins for journalctl and dmesg,
+and what the acceptance judge makes of it: a healthy node's log passes, a log that gave nothing does not."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.hpcml.cluster.plugins.module_utils import acceptance, gpu_errors, parsing
+from unit_paths import PROJECT
+
+TASKS = PROJECT / "roles" / "node_validation" / "tasks" / "41-counters.yml"
+# A driver 570+ losing a GPU, as published in https://github.com/NVIDIA/NVSentinel/issues/155 (dmesg).
+FALLEN = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+          "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+          "               NVRM: fallen off the bus and is not responding to commands.\n")
+BOOT = "kernel: Linux version 6.1.0-27-amd64\nkernel: nvidia-nvlink: Nvlink Core is being initialized\n"
+
+
+def read_command() -> str:
+    [task] = [t for t in yaml.safe_load(TASKS.read_text()) if t["name"].startswith("Read the kernel log")]
+    return task["ansible.builtin.shell"]["cmd"]
+
+
+def read(tmp_path: Path, journalctl: str | None, dmesg: str | None) -> subprocess.CompletedProcess:
+    """The role's command with journalctl and dmesg printing the given text (None: the tool fails)."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name, text in (("journalctl", journalctl), ("dmesg", dmesg)):
+        body = "exit 1\n" if text is None else f"cat <<'LOG'\n{text}LOG\n"
+        (tools / name).write_text("#!/bin/sh\n" + body)
+        (tools / name).chmod(0o755)
+    return subprocess.run(["/bin/bash", "-c", read_command()], capture_output=True, text=True, check=False,
+                          env={"PATH": f"{tools}:/usr/bin:/bin"})
+
+
+def test_a_healthy_nodes_log_reads_as_read_and_passes(tmp_path):
+    done = read(tmp_path, BOOT, None)
+    assert (done.returncode, done.stdout) == (0, "(2 kernel log lines read, NVRM lines kept)\n")
+    assert acceptance.judge_xid(gpu_errors.parse_xid(done.stdout))["status"] == "pass"
+
+
+def test_the_driver_lines_are_kept_whole_so_a_gpu_lost_without_an_xid_fails(tmp_path):
+    xid = "kernel: NVRM: Xid (PCI:0000:84:00): 79, GPU has fallen off the bus.\n"
+    done = read(tmp_path, None, BOOT + xid + FALLEN)
+    assert done.returncode == 0
+    assert done.stdout == xid + FALLEN + "(6 kernel log lines read, NVRM lines kept)\n"
+    events = gpu_errors.parse_xid(done.stdout)["events"]
+    assert [(e["pci"], e["xid"]) for e in events] == [("0000:84:00", 79), ("0000:b3:00.0", 79)]
+    assert acceptance.judge_xid(gpu_errors.parse_xid(done.stdout))["status"] == "fail"
+
+
+def test_a_log_neither_tool_could_read_fails_the_read(tmp_path):
+    assert read(tmp_path, None, None).returncode != 0
+
+
+@pytest.mark.parametrize(("journalctl", "dmesg"), [("", None), (None, "")])
+def test_a_log_read_empty_is_refused_as_unreadable_never_taken_for_a_healthy_node(tmp_path, journalctl, dmesg):
+    done = read(tmp_path, journalctl, dmesg)
+    assert (done.returncode, done.stdout) == (0, "")
+    with pytest.raises(parsing.ParseError, match="printed nothing"):
+        gpu_errors.parse_xid(done.stdout)

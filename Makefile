@@ -10,17 +10,17 @@ export ANSIBLE_DEPRECATION_WARNINGS := False
 export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 # Debian packages the control host needs for the lab and the tests. Podman 4.3 runs CNI networks, whose
 # containers resolve each other's names only through the dnsname plugin.
-HOST_PACKAGES := podman runc debootstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates \
+HOST_PACKAGES := podman runc mmdebstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates \
   golang-github-containernetworking-plugin-dnsname
 
-.PHONY: help docs deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack bench-campaign image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
+.PHONY: help docs deps demo-deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack bench-campaign image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
 
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
 	@echo "make lint, make unit, make molecule, make e2e   the parts of make test, one at a time"
-	@echo "make deps      host packages and the control host's venv (.venv);  make host-deps  the packages alone"
-	@echo "make lab-image build the lab's node image (debootstrap, cached)"
+	@echo "make deps      host packages and the control host's venv (.venv) for the tests;  make demo-deps  for site.yml only;  make host-deps  the packages alone"
+	@echo "make lab-image build the lab's node image (mmdebstrap, cached)"
 	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
 	@echo "make bench     peer baselines on the lab (after make demo): benchrunner vs Horovod's synthetic benchmark and a plain DDP loop, allreduce sweeps vs iperf3"
 	@echo "make image     build the Kubernetes benchmark image (CPU) with podman; make image-push IMAGE=... pushes it"
@@ -45,28 +45,45 @@ host-deps:
 # (about 200 MB); never PyPI's default build, which pulls about 3 GB of CUDA wheels.
 TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
-$(VENV)/.installed: requirements-control.txt benchrunner/pyproject.toml
+# The control host's environment in three layers, each a stamp: Ansible first (the lab's play needs nothing else),
+# then what site.yml and benchrunner need (make demo), then the test tools and PyTorch (make test).
+$(VENV)/.ansible: requirements-ansible.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-ansible.txt
+	touch $@
+
+# It only adds packages to the first layer, so make demo builds the node image from that layer meanwhile.
+$(VENV)/.installed: $(VENV)/.ansible requirements-control.txt benchrunner/pyproject.toml
 	$(VENV)/bin/pip install -q -r requirements-control.txt
+	$(VENV)/bin/pip install -q --no-build-isolation -e 'benchrunner[control]'
+	touch $@
+
+$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt
+	$(VENV)/bin/pip install -q -r requirements-test.txt
 	$(VENV)/bin/pip download -q --no-index --no-deps -d $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu 2>/dev/null \
 	  || $(VENV)/bin/pip download -q --no-deps --index-url $(TORCH_CPU_INDEX) -d $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu
 	$(VENV)/bin/pip install -q --find-links $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu
-	$(VENV)/bin/pip install -q --no-build-isolation -e 'benchrunner[control,test]'
 	touch $@
 
-deps: host-deps $(VENV)/.installed
+demo-deps: host-deps $(VENV)/.installed
 
-lab-image: deps
+deps: demo-deps $(VENV)/.test-installed
+
+lab-image: host-deps $(VENV)/.ansible
 	ansible-playbook playbooks/lab.yml --tags image
 
-lab-up: deps
+lab-up: host-deps $(VENV)/.ansible
 	ansible-playbook playbooks/lab.yml -e lab_nodes=$(LAB_NODES) -e lab_head=$(LAB_HEAD)
 
-lab-down: deps
+lab-down: $(VENV)/.ansible
 	ansible-playbook playbooks/lab.yml -e lab_state=absent
 
-demo: lab-up
+# The node image (mmdebstrap: downloads, then one core of dpkg) builds beside the rest of the control host's packages.
+demo: host-deps $(VENV)/.ansible
+	@echo "make demo: the node image and the control host's packages, side by side (each one's output when it ends)"
+	$(MAKE) --no-print-directory -j2 --output-sync=target lab-image $(VENV)/.installed
+	$(MAKE) --no-print-directory lab-up
 	ansible-playbook site.yml
 	@echo; benchrunner report --results-dir results
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the lab node image: a minimal Debian root with systemd, sshd and python3 -
 # what a freshly installed bare machine offers Ansible, nothing more.
-# debootstrap + `podman import` because no registry can be reached.
+# mmdebstrap + `podman import` because no registry can be reached. mmdebstrap rather than debootstrap: apt downloads
+# the packages side by side, where debootstrap fetches them one at a time (19 s against 47 s for this root, 2026-11-24).
 # Usage: build-image.sh IMAGE SUITE MIRROR REVISION (REVISION is labelled on the image, so a changed
 # build is noticed and rebuilt)
 set -euo pipefail
@@ -14,7 +15,9 @@ work=$(mktemp -d /var/tmp/hpcml-lab-rootfs.XXXXXX)
 # A half-built root must never survive a failure: the next run starts clean.
 trap 'rm -rf "$work"' EXIT
 
-debootstrap --variant=minbase \
+# As debootstrap's minbase: Priority required and apt, /usr merged by symlinks with usr-is-merged (without the hook,
+# apt picks usrmerge, which brings perl onto a machine that should not have it). Into a directory the steps below finish.
+mmdebstrap --quiet --mode=root --variant=minbase --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
   --include=systemd,systemd-sysv,dbus,openssh-server,python3,sudo,ca-certificates,iproute2,procps,kmod,pciutils \
   "$suite" "$work/root" "$mirror"
 
@@ -39,7 +42,7 @@ printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\n' \
 echo "deb $mirror $suite main" > "$root/etc/apt/sources.list"
 echo "deb $mirror $suite-updates main" >> "$root/etc/apt/sources.list"
 # Every node its own machine-id, made at first boot from podman's container_uuid, as every real machine has its
-# own: systemd copies dbus's when /etc/machine-id is empty, and debootstrap's dbus made one for the whole image.
+# own: systemd copies dbus's when /etc/machine-id is empty, and the image's dbus may hold one made for the whole image.
 : > "$root/etc/machine-id"
 ln -sf /etc/machine-id "$root/var/lib/dbus/machine-id"
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*

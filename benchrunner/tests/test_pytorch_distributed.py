@@ -7,10 +7,10 @@ import pytest
 from benchrunner.frameworks.pytorch_ddp.distributed import (
     Placement,
     device_name,
-    launcher_problem,
     rank_environment,
     rendezvous_environment,
 )
+from benchrunner.launchers import launcher_problem
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
 OPENMPI = {"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "6", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
@@ -86,7 +86,7 @@ def test_a_rank_alone_serves_itself_on_the_loopback_on_a_port_the_kernel_picks()
 @pytest.mark.parametrize(("launcher", "environ"), [
     ("torchrun", TORCHRUN), ("mpirun", OPENMPI), ("mpijob", OPENMPI), ("srun", SLURM)])
 def test_a_rank_started_by_the_launcher_it_records_passes(launcher, environ):
-    assert launcher_problem(rank_environment(environ), launcher) is None
+    assert launcher_problem(rank_environment(environ).source, launcher, "pytorch-ddp") is None
 
 
 @pytest.mark.parametrize(("launcher", "environ", "said"), [
@@ -95,4 +95,4 @@ def test_a_rank_started_by_the_launcher_it_records_passes(launcher, environ):
     ("srun", OPENMPI, "records launcher srun, whose ranks find slurm's variables, but it found openmpi's variables"),
     ("horovodrun", OPENMPI, "launcher horovodrun starts no pytorch-ddp ranks")])
 def test_a_rank_filed_under_another_launcher_than_started_it_is_refused(launcher, environ, said):
-    assert said in launcher_problem(rank_environment(environ), launcher)
+    assert said in launcher_problem(rank_environment(environ).source, launcher, "pytorch-ddp")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchrunner.data import AUTOTUNE, CACHE_IN_MEMORY
+from benchrunner.rank_env import variables_source
 
 NAME = "tensorflow-horovod"
 MIB = 1024 * 1024
@@ -108,13 +110,24 @@ def versions(provenance: dict[str, Any]) -> dict[str, str | None]:
     }
 
 
+def check_launcher(launcher: str) -> None:
+    """A rank not started by the launcher it records fails before TensorFlow and Horovod are imported or joined."""
+    from benchrunner import launchers  # noqa: PLC0415 - the launchers import the frameworks
+
+    problem = launchers.launcher_problem(variables_source(os.environ), launcher, NAME)
+    if problem:
+        raise ValueError(problem)
+
+
 def train(workload: Any, settings: Settings, context: Any) -> dict[str, Any]:
+    check_launcher(context.launcher)
     from benchrunner import train as tf_train  # noqa: PLC0415 - imports TensorFlow when it runs
 
     return tf_train.run(workload, context)
 
 
 def allreduce(context: Any, min_bytes: int, max_bytes: int) -> dict[str, Any]:
+    check_launcher(context.launcher)
     from benchrunner import allreduce as tf_allreduce  # noqa: PLC0415 - likewise
 
     return tf_allreduce.run(context, min_bytes, max_bytes)

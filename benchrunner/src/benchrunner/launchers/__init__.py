@@ -5,8 +5,8 @@ options and environment; only how the processes are placed differs. A launcher m
   NAME          what jobs and campaigns call it
   STACKS        the stacks it runs on; DEFAULT_FOR, those whose default launcher it is
   FRAMEWORKS    the frameworks whose ranks it can start
-  RANK_VARIABLES  whose variables tell each rank its place (torchrun, openmpi, slurm), which a pytorch-ddp rank
-                checks it found; None where it starts no pytorch-ddp ranks
+  RANK_VARIABLES  whose variables tell each rank its place (torchrun, openmpi, slurm), which every rank checks it
+                found before it joins (launcher_problem); None where nothing is checked
   NEEDS         what it must be given: "hosts" (to place ranks on), "slurm" (a controller), "kubeconfig"
   USES_HOSTS    whether hosts it is given decide where ranks run (an MPIJob's pods are placed by Kubernetes)
   LEAVES        the files it writes in the run's folder beside raw/, kept with the results
@@ -27,7 +27,7 @@ from types import ModuleType
 
 from benchrunner import frameworks, plugins, results
 from benchrunner.job_defaults import DEFAULTS
-from benchrunner.rank_env import GPU_ENV, LAUNCHED_AT_ENV
+from benchrunner.rank_env import GPU_ENV, LAUNCHED_AT_ENV, SINGLE
 from benchrunner.sweep import MAX_BYTES, MIN_BYTES
 from benchrunner.workload import Workload
 
@@ -214,3 +214,18 @@ def execute(job: Job, options: Options = Options()) -> int:
     if start is None:
         raise ValueError(f"launcher {job.launcher} starts jobs from the control host, not from a node")
     return start(job, options)
+
+
+def launcher_problem(source: str, launcher: str, framework: str) -> str | None:
+    """Where a rank of `framework` found other variables (`source`) than the launcher it records would set: a process
+    started by hand, or under another launcher, would otherwise be filed under that launcher's name."""
+    module = get(launcher)
+    if framework not in module.FRAMEWORKS:
+        return f"launcher {launcher} starts no {framework} ranks: pass --launcher as this rank was started"
+    expected = module.RANK_VARIABLES
+    if expected is None or source == expected:
+        return None
+    found = ("none of torchrun's, Open MPI's or Slurm's variables (a process started by hand)"
+             if source == SINGLE else f"{source}'s variables")
+    return (f"this rank records launcher {launcher}, whose ranks find {expected}'s variables, but it found {found}: "
+            "start it with that launcher, or pass --launcher as it was started")

@@ -14,7 +14,7 @@ NAME = "horovodrun"
 STACKS = ("baremetal", "slurm")
 DEFAULT_FOR = ()
 FRAMEWORKS = (tensorflow_horovod.NAME,)
-# Its ranks start no pytorch-ddp rank, so none looks for its variables.
+# Not checked: horovodrun starts its ranks through mpirun or through Horovod's Gloo launcher, whose variables differ.
 RANK_VARIABLES = None
 NEEDS = frozenset({"hosts"})
 USES_HOSTS = True

@@ -11,17 +11,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from benchrunner.rank_env import GPU_ENV
+from benchrunner.frameworks.pytorch_ddp import NAME
+from benchrunner.rank_env import GPU_ENV, LAUNCHER_VARIABLES, SINGLE
 
-# What sets a rank's place, in the order they are looked for, each as (rank, world size, local rank, local world
-# size). Open MPI's come before Slurm's: mpirun inside a Slurm allocation inherits the allocation's SLURM_*.
-LAUNCHER_VARIABLES: tuple[tuple[str, tuple[str, str, str, str]], ...] = (
-    ("torchrun", ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")),
-    ("openmpi", ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                 "OMPI_COMM_WORLD_LOCAL_SIZE")),
-    ("slurm", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE")),
-)
-SINGLE = "single"
 # Slurm writes a count repeated over nodes as "2(x3)": two tasks on each of three nodes.
 SLURM_REPEATED = re.compile(r"(\d+)(\(x\d+\))?")
 
@@ -120,26 +112,12 @@ def init(placement: Placement, device: torch.device) -> str:
     return backend
 
 
-def launcher_problem(placement: Placement, launcher: str) -> str | None:
-    """Where the rank's place came from other variables than the launcher it records would set: a process started
-    by hand, or under another launcher, would otherwise be filed under that launcher's name."""
-    from benchrunner import launchers  # noqa: PLC0415 - the launchers import this framework package
-
-    expected = launchers.get(launcher).RANK_VARIABLES
-    if placement.source == expected:
-        return None
-    if expected is None:
-        return f"launcher {launcher} starts no pytorch-ddp ranks: pass --launcher as this rank was started"
-    found = ("none of torchrun's, Open MPI's or Slurm's variables (a process started by hand)"
-             if placement.source == SINGLE else f"{placement.source}'s variables")
-    return (f"this rank records launcher {launcher}, whose ranks find {expected}'s variables, but it found {found}: "
-            "start it with that launcher, or pass --launcher as it was started")
-
-
 def setup(launcher: str) -> tuple[Placement, torch.device, str]:
     """This rank's place, device and backend, joined to the others; a rank not started by `launcher` fails."""
     placement = rank_environment(os.environ)
-    problem = launcher_problem(placement, launcher)
+    from benchrunner import launchers  # noqa: PLC0415 - the launchers import the frameworks
+
+    problem = launchers.launcher_problem(placement.source, launcher, NAME)
     if problem:
         raise ValueError(problem)
     cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0

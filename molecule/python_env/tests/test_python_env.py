@@ -89,8 +89,19 @@ def test_profile_puts_the_environment_on_path(host):
     assert out == f"{VENV}/bin/horovodrun"
 
 
+# One rank under the launcher it records (the CLI's default, mpirun): a rank started alone is refused below.
+ONE_RANK = "mpirun -np 1"
+
+
+def test_a_horovod_rank_started_by_hand_is_refused_before_it_trains(host):
+    run = host.run(f"su - hpcbench -c '{VENV}/bin/benchrunner train --run-id mol-alone --output-dir /tmp/mol-alone'")
+    assert run.rc != 0
+    assert "records launcher mpirun" in run.stderr and "(a process started by hand)" in run.stderr, run.stderr
+    assert not host.file("/tmp/mol-alone/rank-00000.json").exists
+
+
 def test_benchrunner_trains_one_rank_and_writes_a_valid_result(host):
-    run = host.run(f"su - hpcbench -c '{VENV}/bin/benchrunner train --run-id molecule --output-dir /tmp/mol-run "
+    run = host.run(f"su - hpcbench -c '{ONE_RANK} {VENV}/bin/benchrunner train --run-id molecule --output-dir /tmp/mol-run "
                    "--measured-steps 3 --warmup-steps 1 --batch-size 8'")
     assert run.rc == 0, run.stderr
     result = host.file("/tmp/mol-run/rank-00000.json")
@@ -102,6 +113,7 @@ def test_benchrunner_trains_one_rank_and_writes_a_valid_result(host):
     assert len(document["step_times_s"]) == 3
     assert document["metrics"]["images_per_sec"] > 0
     assert document["provenance"]["tensorflow"]["version"] == "2.15.1"
+    assert document["provenance"]["launcher"] == "mpirun"
 
 
 def test_benchrunner_trains_on_real_data_from_tfrecords(host):
@@ -110,7 +122,7 @@ def test_benchrunner_trains_on_real_data_from_tfrecords(host):
                     "--tfrecord-shards 2'")
     assert made.rc == 0, made.stderr
     assert len(host.file("/tmp/mol-cxr/tfrecord").listdir()) == 2
-    run = host.run(f"su - hpcbench -c '{VENV}/bin/benchrunner train --run-id mol-real --output-dir /tmp/mol-real "
+    run = host.run(f"su - hpcbench -c '{ONE_RANK} {VENV}/bin/benchrunner train --run-id mol-real --output-dir /tmp/mol-real "
                    "--data tfrecord --data-dir /tmp/mol-cxr --measured-steps 2 --warmup-steps 1 --batch-size 4 "
                    "--precision mixed_float16 --fp16-allreduce'")
     assert run.rc == 0, run.stderr
@@ -120,7 +132,7 @@ def test_benchrunner_trains_on_real_data_from_tfrecords(host):
 
 
 def test_benchrunner_allreduce_sweep_writes_a_valid_result(host):
-    run = host.run(f"su - hpcbench -c '{VENV}/bin/benchrunner allreduce --run-id mol-ar --output-dir /tmp/mol-ar "
+    run = host.run(f"su - hpcbench -c '{ONE_RANK} {VENV}/bin/benchrunner allreduce --run-id mol-ar --output-dir /tmp/mol-ar "
                    "--max-bytes 4096'")
     assert run.rc == 0, run.stderr
     check = host.run(f"{VENV}/bin/benchrunner schema-check /tmp/mol-ar/allreduce.json")

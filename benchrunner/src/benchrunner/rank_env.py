@@ -29,4 +29,3 @@ def variables_source(environ: Mapping[str, str]) -> str:
         if any(name in environ for name in names):
             return source
     return SINGLE
-

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from benchrunner.frameworks.pytorch_ddp import NAME
-from benchrunner.rank_env import GPU_ENV, LAUNCHER_VARIABLES, SINGLE
+from benchrunner.rank_env import GPU_ENV, LAUNCHER_VARIABLES, SINGLE, variables_source
 
 # Slurm writes a count repeated over nodes as "2(x3)": two tasks on each of three nodes.
 SLURM_REPEATED = re.compile(r"(\d+)(\(x\d+\))?")
@@ -44,29 +44,29 @@ def _number(environ: Mapping[str, str], name: str) -> int:
 def rank_environment(environ: Mapping[str, str]) -> Placement:
     """This rank's place from the first launcher whose variables are set; one rank alone when none are. A launcher's
     variables set only in part, or disagreeing with each other, fail naming the variable."""
-    for source, names in LAUNCHER_VARIABLES:
-        present = [name for name in names if name in environ]
-        if not present:
-            continue
-        missing = [name for name in names if name not in environ]
-        if missing:
-            hint = " (srun sets it given --ntasks-per-node)" if missing == ["SLURM_NTASKS_PER_NODE"] else ""
-            raise ValueError(f"{', '.join(present)} set but not {', '.join(missing)}{hint}: a {source} launch sets "
-                             f"all of {', '.join(names)}")
-        rank, size, local_rank, local_size = (_number(environ, name) for name in names)
-        rank_name, size_name, local_rank_name, local_size_name = names
-        for value, name in ((size, size_name), (local_size, local_size_name)):
-            if value < 1:
-                raise ValueError(f"{name}={value} must be at least 1")
-        for value, limit, name, limit_name in ((rank, size, rank_name, size_name),
-                                               (local_rank, local_size, local_rank_name, local_size_name)):
-            if value >= limit:
-                raise ValueError(f"{name}={value} must be below {limit_name}={limit}")
-        if local_size > size:
-            raise ValueError(f"{local_size_name}={local_size} exceeds {size_name}={size}: more ranks on this node "
-                             "than in the whole job")
-        return Placement(rank, size, local_rank, local_size, source)
-    return Placement(0, 1, 0, 1, SINGLE)
+    source = variables_source(environ)
+    if source == SINGLE:
+        return Placement(0, 1, 0, 1, SINGLE)
+    names = dict(LAUNCHER_VARIABLES)[source]
+    present = [name for name in names if name in environ]
+    missing = [name for name in names if name not in environ]
+    if missing:
+        hint = " (srun sets it given --ntasks-per-node)" if missing == ["SLURM_NTASKS_PER_NODE"] else ""
+        raise ValueError(f"{', '.join(present)} set but not {', '.join(missing)}{hint}: a {source} launch sets "
+                         f"all of {', '.join(names)}")
+    rank, size, local_rank, local_size = (_number(environ, name) for name in names)
+    rank_name, size_name, local_rank_name, local_size_name = names
+    for value, name in ((size, size_name), (local_size, local_size_name)):
+        if value < 1:
+            raise ValueError(f"{name}={value} must be at least 1")
+    for value, limit, name, limit_name in ((rank, size, rank_name, size_name),
+                                           (local_rank, local_size, local_rank_name, local_size_name)):
+        if value >= limit:
+            raise ValueError(f"{name}={value} must be below {limit_name}={limit}")
+    if local_size > size:
+        raise ValueError(f"{local_size_name}={local_size} exceeds {size_name}={size}: more ranks on this node "
+                         "than in the whole job")
+    return Placement(rank, size, local_rank, local_size, source)
 
 
 def asked_gpu(environ: Mapping[str, str]) -> bool:

@@ -3,7 +3,7 @@ what config.toml sets as containerd itself parsed it, the nvidia runtime where t
 
 import json
 
-from node_layer import assert_skipped, held, installed_version, is_image, record
+from node_layer import assert_skipped, held, installed_version, is_image, only_on_cpu, only_on_image, record
 
 CRI = 'plugins."io.containerd.grpc.v1.cri"'
 
@@ -14,15 +14,13 @@ def dump(host):
 
 
 def test_cpu_node_skips_the_toolkit_with_the_reason(host):
-    if is_image(host):
-        return
+    only_on_cpu(host, "nvidia_container_toolkit")
     assert_skipped(host, "nvidia_container_toolkit")
     assert installed_version(host, "nvidia-container-toolkit") is None
 
 
 def test_toolkit_is_pinned_and_held(host):
-    if not is_image(host):
-        return
+    only_on_image(host, "NVIDIA container toolkit packages")
     assert "1.18.0-1" in host.check_output("apt-cache madison nvidia-container-toolkit")
     assert installed_version(host, "nvidia-container-toolkit") == "1.17.8-1"
     assert installed_version(host, "nvidia-container-toolkit-base") == "1.17.8-1"

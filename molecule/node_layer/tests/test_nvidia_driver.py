@@ -1,13 +1,12 @@
 """The driver: exact version from the repository, held, nouveau kept away, persistenced enabled; or a reasoned skip."""
 
-from node_layer import assert_skipped, held, installed_version, is_image, record
+from node_layer import assert_skipped, held, installed_version, only_on_cpu, only_on_image, record
 
 PACKAGES = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]
 
 
 def test_cpu_node_skips_with_the_reason(host):
-    if is_image(host):
-        return
+    only_on_cpu(host, "nvidia_driver")
     state = assert_skipped(host, "nvidia_driver")
     assert state["packages"] == []
     for package in PACKAGES:
@@ -16,16 +15,14 @@ def test_cpu_node_skips_with_the_reason(host):
 
 
 def test_exact_version_is_installed_although_a_newer_one_exists(host):
-    if not is_image(host):
-        return
+    only_on_image(host, "NVIDIA driver packages")
     assert "580.105.08-1" in host.check_output("apt-cache madison nvidia-driver-cuda")
     for package in [*PACKAGES, "libcuda1"]:
         assert installed_version(host, package) == "580.95.05-1", package
 
 
 def test_driver_is_pinned_and_held(host):
-    if not is_image(host):
-        return
+    only_on_image(host, "NVIDIA driver pin or hold")
     assert set(PACKAGES) <= held(host)
     pref = host.file("/etc/apt/preferences.d/hpcml-nvidia-driver.pref").content_string
     assert "Pin: version 580.95.05-*" in pref
@@ -35,15 +32,13 @@ def test_driver_is_pinned_and_held(host):
 
 
 def test_nouveau_is_blacklisted_and_options_set(host):
-    if not is_image(host):
-        return
+    only_on_image(host, "nouveau blacklist or nvidia module options")
     assert "blacklist nouveau" in host.file("/etc/modprobe.d/blacklist-nouveau.conf").content_string
     assert "options nvidia NVreg_EnableStreamMemOPs=1" in host.file("/etc/modprobe.d/nvidia-hpcml.conf").content_string
 
 
 def test_image_enables_persistenced_without_loading_anything(host):
-    if not is_image(host):
-        return
+    only_on_image(host, "nvidia-persistenced service")
     service = host.service("nvidia-persistenced")
     assert service.is_enabled
     assert not service.is_running

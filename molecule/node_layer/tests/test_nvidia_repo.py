@@ -1,6 +1,6 @@
 """The CUDA repository: trusted only through a key checked by fingerprint, and apt reading it signed."""
 
-from node_layer import assert_skipped, is_image
+from node_layer import assert_skipped, is_image, only_on_image
 
 
 def test_repository_is_signed_by_the_checked_key(host):
@@ -8,20 +8,19 @@ def test_repository_is_signed_by_the_checked_key(host):
     if not is_image(host):
         assert not source.exists
         assert_skipped(host, "nvidia_repo")
-        return
-    text = source.content_string
-    assert "URIs: file:///srv/nvidia-mirror/cuda/repos/debian12/x86_64/" in text
-    assert "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc" in text
-    key = host.file("/etc/apt/keyrings/nvidia-cuda.asc")
-    assert key.mode == 0o644 and key.user == "root"
-    expected = host.file("/srv/nvidia-mirror/site-key.fpr").content_string.strip()
-    shown = host.check_output("gpg --batch --with-colons --show-keys /etc/apt/keyrings/nvidia-cuda.asc")
-    assert f"fpr:::::::::{expected}:" in shown
+    else:
+        text = source.content_string
+        assert "URIs: file:///srv/nvidia-mirror/cuda/repos/debian12/x86_64/" in text
+        assert "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc" in text
+        key = host.file("/etc/apt/keyrings/nvidia-cuda.asc")
+        assert key.mode == 0o644 and key.user == "root"
+        expected = host.file("/srv/nvidia-mirror/site-key.fpr").content_string.strip()
+        shown = host.check_output("gpg --batch --with-colons --show-keys /etc/apt/keyrings/nvidia-cuda.asc")
+        assert f"fpr:::::::::{expected}:" in shown
 
 
 def test_apt_verifies_the_mirror_signature(host):
-    if not is_image(host):
-        return
+    only_on_image(host, "signed NVIDIA repository")
     policy = host.check_output("apt-cache policy nvidia-driver-cuda")
     assert "file:/srv/nvidia-mirror/cuda/repos/debian12/x86_64" in policy
     # A Release file whose signature does not match is refused: tamper with a copy and ask apt.

@@ -83,9 +83,19 @@ def _bad_inputs(tmp_path, run_dir, make_rank):
     not_yaml.write_text("kind: [Pod\n")
     a_file = tmp_path / "a-file"
     a_file.write_text("")
+    # Nested far deeper than the json parser's recursion goes (it raised RecursionError).
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
     run = run_dir(make_rank(0), make_rank(1))
     summary.write(run)
     return [
+        (["job", "launch", str(deep)], f"{deep}: arrays and objects nested more than 64 deep, far deeper than any "
+                                       "document benchrunner reads"),
+        (["schema-check", str(deep)], f"{deep}: arrays and objects nested more than 64 deep"),
+        (["launch", "--dry-run", "--framework", "pytorch-ddp", "--launcher", "torchrun", "--run-id", "r1", "--ranks", "1",
+          "--hosts", "n1", "--data", "images", "--data-dir", "/d", "--dataloader-workers", "1000000"],
+         "dataloader workers must be an integer from 0 to 256 per rank, each a process of its own on every rank "
+         "(got 1000000)"),
         (["schema-check", str(array)], f"{array}: expected a JSON object with a 'kind', got a JSON list"),
         (["validate-manifests", str(not_yaml)], f"FAIL {not_yaml}: not YAML: while parsing a flow sequence"),
         (["compare", str(run), str(run), "-o", str(a_file)], f"{a_file}"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -100,12 +101,97 @@ def test_a_node_launches_only_a_resolved_job_as_it_is(tmp_path, capsys, monkeypa
     assert "not a resolved job (no 'resolved: true'): resolve the request first" in capsys.readouterr().err
     resolved = job_document.resolve(request(ranks=2))
     assert resolved["resolved"] is True and job_document.resolve(resolved) == resolved
-    # Launching does not resolve again: what the control host resolved is what starts.
-    monkeypatch.setattr(job_document, "resolve", lambda *_, **__: pytest.fail("resolved again"))
-    assert job_document.launch_plan(resolved).document == resolved
+    # What the control host resolved is what starts: the document itself, only checked.
+    assert job_document.launch_plan(resolved).document is resolved
     # A resolved document edited into something the launcher cannot start is still refused.
     with pytest.raises(ValueError, match="2 ranks at 1 per node need 2 hosts, 1 given"):
         job_document.launch_plan({**resolved, "hosts": ["n1"]}, "edited")
+
+
+def srun_job(**changes):
+    return job_document.resolve(request(stack="slurm", launcher="srun", ranks=2, hosts=["n1", "n2"], **changes))
+
+
+def without(document, key):
+    return {k: v for k, v in document.items() if k != key}
+
+
+def edited(document, **changes):
+    return {**document, **changes}
+
+
+# A resolved job edited so that what it states twice disagrees, and what launch says of it.
+NO_LONGER_HOLDS = [
+    # The case: the batch script asked for two nodes, and the third host was dropped without a word.
+    pytest.param(lambda: edited(srun_job(), hosts=["n1", "n2", "n3"]),
+                 "the resolved job no longer holds together: 3 hosts for 2 ranks at 1 per node, which run on 2: n3 "
+                 "would run nothing (a resolved job names only the hosts its ranks run on) (resolve the request again, "
+                 "or change the keys together)", id="a-third-host-for-two-ranks"),
+    pytest.param(lambda: edited(srun_job(), gpus_per_node=2),
+                 "2 hosts for 2 ranks at 2 per node, which run on 1: n2 would run nothing", id="gpus-per-node"),
+    pytest.param(lambda: edited(srun_job(), ranks=0), "ranks is 0, but resolving the job again makes it 2", id="ranks-0"),
+    pytest.param(lambda: edited(srun_job(), stack="k8s"), "launcher srun does not run on stack k8s (it runs on slurm)",
+                 id="launcher-and-stack"),
+    pytest.param(lambda: edited(srun_job(framework="pytorch-ddp"), launcher="torchrun", stack="baremetal",
+                                framework="tensorflow-horovod"),
+                 "launcher torchrun does not start tensorflow-horovod ranks (it starts pytorch-ddp)",
+                 id="launcher-and-framework"),
+    pytest.param(lambda: edited(srun_job(), workload={"framework": "pytorch-ddp"}),
+                 "workload: framework is the job's own key", id="framework-in-workload"),
+    pytest.param(lambda: edited(srun_job(framework="pytorch-ddp", workload={"data": "images", "data_dir": "/d"}),
+                                workload={"data": "images", "data_dir": "/d", "dataloader_workers": 1_000_000}),
+                 "dataloader workers must be an integer from 0 to 256 per rank, each a process of its own on every "
+                 "rank (got 1000000)", id="dataloader-workers"),
+    pytest.param(lambda: edited(srun_job(workload={"data": "images"}),
+                                workload={"data": "images", "data_dir": "/data/other"}),
+                 'dataset is {"dir": "/var/lib/hpcml/datasets/chestxray14-mini", "image_size": 64, "images": 256, '
+                 '"tfrecord_shards": 4}, but resolving the job again makes it absent', id="dataset-and-data-dir"),
+    pytest.param(lambda: without(srun_job(), "nodes"), "nodes is left out, but resolving the job again makes it {",
+                 id="nodes-left-out"),
+    pytest.param(lambda: edited(srun_job(), slurm={"partition": None}),
+                 'slurm.mpi is left out, but resolving the job again makes it "pmix"', id="slurm-mpi-left-out"),
+    pytest.param(lambda: edited(srun_job(), kubernetes={**srun_job()["kubernetes"], "version": None}),
+                 'kubernetes.version is null, but resolving the job again makes it "1.33.5"', id="kubernetes-version-null"),
+]
+
+
+@pytest.mark.parametrize(("document", "said"), NO_LONGER_HOLDS)
+def test_a_resolved_job_that_no_longer_holds_together_is_refused_before_anything_is_written(
+        tmp_path, monkeypatch, capsys, document, said):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for launcher in ("sbatch", "mpirun", "torchrun"):
+        (bin_dir / launcher).write_text(f"#!/bin/sh\ntouch {tmp_path / 'STARTED'}\n")
+        (bin_dir / launcher).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    node = tmp_path / "node"
+    job = document()
+    if "nodes" in job:
+        job["nodes"] = {**job["nodes"], "results_dir": str(node)}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job))
+    assert cli.main(["job", "launch", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"benchrunner: {path}: " in err and said in err and len(err.splitlines()) == 1, err
+    assert not node.exists() and not (tmp_path / "STARTED").exists()
+
+
+def test_a_job_document_longer_or_deeper_than_any_job_is_refused_before_it_is_parsed(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({**srun_job(), "env": {"PAD": "x" * job_document.MAX_CHARS}}))
+    assert cli.main(["job", "launch", str(path)]) == 2
+    assert (f"{path}: longer than the {job_document.MAX_CHARS} characters a job document may have (a resolved job is "
+            "about 2 KB)") in capsys.readouterr().err
+    # The limits are far above a real job's: the resolved jobs of the tests are a few KB and nest 3 levels.
+    assert len(results.dumps(srun_job(workload={"data": "images"}))) < 4096
+    nested = {"kind": "job", "env": json.loads("[" * 63 + "]" * 63)}
+    assert job_document.loads(json.dumps(nested), "j")["env"] is not None
+    with pytest.raises(ValueError, match=r"^stdin: arrays and objects nested more than 64 deep, far deeper than any "
+                                         r"document benchrunner reads$"):
+        job_document.loads("[" * 100_000 + "]" * 100_000, "stdin")
+    monkeypatch.setattr("sys.stdin", io.StringIO("{" * 100_000))
+    assert cli.main(["job", "resolve", "-"]) == 2
+    assert "job document on standard input: arrays and objects nested more than 64 deep" in capsys.readouterr().err
 
 
 def test_the_play_gets_the_job_its_hosts_by_inventory_name_and_the_files_the_launcher_leaves(tmp_path, capsys):

@@ -39,10 +39,15 @@ def test_defaults_and_real_data_tuning_pass():
     assert Settings(compile=True, channels_last=True).problems(Workload()) == []
     real = Workload(data="images", data_dir="/data/chestxray14")
     assert Settings(dataloader_workers=0, pin_memory=False).problems(real) == []
+    assert Settings(dataloader_workers=256).problems(real) == []
 
 
 @pytest.mark.parametrize(("settings", "workload", "problem"), [
-    (Settings(dataloader_workers=-1), Workload(data="images", data_dir="/d"), "dataloader workers must be an integer >= 0"),
+    (Settings(dataloader_workers=-1), Workload(data="images", data_dir="/d"),
+     "dataloader workers must be an integer from 0 to 256 per rank, each a process of its own on every rank (got -1)"),
+    (Settings(dataloader_workers=1000000), Workload(data="images", data_dir="/d"),
+     "dataloader workers must be an integer from 0 to 256 per rank, each a process of its own on every rank "
+     "(got 1000000)"),
     (Settings(), Workload(data="tfrecord", data_dir="/d"), "reads no TFRecord files"),
     (Settings(dataloader_workers=4), Workload(), "dataloader_workers tune the DataLoader of real data"),
     (Settings(pin_memory=False), Workload(), "pin_memory tune the DataLoader of real data"),

@@ -181,10 +181,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def _job_file(name: str) -> tuple[Any, str]:
     if name == "-":
-        try:
-            return results.strict_loads(sys.stdin.read()), "job document on standard input"
-        except ValueError as exc:
-            raise ValueError(f"job document on standard input: not JSON: {exc}") from exc
+        source = "job document on standard input"
+        return job_document.loads(job_document.read_bounded(sys.stdin, source), source), source
     return job_document.load(Path(name)), name
 
 

@@ -8,10 +8,11 @@ what was asked, and `plan` turns it into the launcher's settings.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from benchrunner import kubernetes, launchers, results, sweep
 from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
@@ -26,6 +27,9 @@ POD_RESULTS_DIR = "/tmp/benchrunner"
 POD_BENCHRUNNER = "benchrunner"
 # What resolve adds: a document holding it was resolved, and is launched as it is.
 RESOLVED = "resolved"
+# A resolved job is about 2 KB; one naming 50,000 hosts by the longest names DNS allows (253 characters) is under
+# 14 MB. A longer document is no job, and is refused before it is parsed.
+MAX_CHARS = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -158,18 +162,49 @@ def plan(request: dict[str, Any], source: str = "job document", complete: bool =
 
 
 def launch_plan(document: Any, source: str = "job document") -> Plan:
-    """The launcher's settings for a resolved job, as it was resolved: checked, not resolved again, so the node
-    launches exactly the job the control host resolved and kept with the results."""
+    """The launcher's settings for a resolved job, as it was resolved: the node launches exactly the job the control
+    host resolved and kept with the results. It must still hold together: resolve refuses what it would (launcher and
+    stack, launcher and framework, ranks and hosts, the workload), and resolving it again must change nothing, since
+    a key that no longer says what the others derive (hosts beyond the ranks' nodes, a key left out) would otherwise
+    be dropped or filled in silently."""
     if not isinstance(document, dict) or document.get(RESOLVED) is not True:
         raise ValueError(f"{source}: not a resolved job (no '{RESOLVED}: true'): resolve the request first with "
                          "`benchrunner job resolve`, and launch what it prints")
-    results.validate(KIND, document, source)
-    plan_ = _plan(document)
-    try:
-        plan_.job.validate()
-    except ValueError as exc:
-        raise ValueError(f"{source}: {exc}") from exc
-    return plan_
+    problems = _disagreements(document, resolve(document, source))
+    if problems:
+        raise ValueError(f"{source}: the resolved job no longer holds together: {'; '.join(problems)} (resolve the "
+                         "request again, or change the keys together)")
+    return _plan(document)
+
+
+# A key one side of a comparison lacks (None is a value a job may hold).
+_ABSENT = object()
+
+
+def _disagreements(document: dict[str, Any], again: dict[str, Any]) -> list[str]:
+    """Where a resolved document and the same document resolved again differ: each key it states twice, named."""
+    hosts, ranks, slots = document["hosts"], document["ranks"], max(document["gpus_per_node"], 1)
+    problems = []
+    if hosts != again["hosts"]:
+        nodes = math.ceil(ranks / slots)
+        problems.append(f"{len(hosts)} hosts for {ranks} ranks at {slots} per node, which run on {nodes}: "
+                        f"{', '.join(hosts[nodes:])} would run nothing (a resolved job names only the hosts its ranks "
+                        "run on)")
+    problems += _differences({k: v for k, v in document.items() if k != "hosts"},
+                             {k: v for k, v in again.items() if k != "hosts"})
+    return problems
+
+
+def _differences(given: Any, derived: Any, path: str = "") -> list[str]:
+    if isinstance(given, dict) and isinstance(derived, dict):
+        return [problem for key in sorted(set(given) | set(derived))
+                for problem in _differences(given.get(key, _ABSENT), derived.get(key, _ABSENT), f"{path}{key}.")]
+    if given == derived:
+        return []
+    # As the document writes them: JSON.
+    said = "left out" if given is _ABSENT else json.dumps(given, sort_keys=True)
+    made = "absent" if derived is _ABSENT else json.dumps(derived, sort_keys=True)
+    return [f"{path.rstrip('.')} is {said}, but resolving the job again makes it {made}"]
 
 
 def placement(request: Any, inventory_hosts: dict[str, str], source: str = "job document") -> dict[str, Any]:
@@ -188,11 +223,33 @@ def placement(request: Any, inventory_hosts: dict[str, str], source: str = "job 
             "leaves": list(launchers.get(document["launcher"]).LEAVES)}
 
 
-def load(path: Path) -> Any:
-    """A job document from a file: strict JSON (what it holds is for resolve to judge)."""
+def loads(text: str, source: str) -> Any:
+    """A job document from its text: strict JSON no longer or deeper than a real job (what it holds is for resolve to
+    judge). Read it with read_bounded, so a longer one is not read whole."""
+    if len(text) > MAX_CHARS:
+        raise ValueError(f"{source}: longer than the {MAX_CHARS} characters a job document may have (a resolved job "
+                         "is about 2 KB)")
     try:
-        return results.strict_loads(Path(path).read_text())
+        return results.strict_loads(text)
+    except results.OutOfBounds as exc:
+        raise ValueError(f"{source}: {exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"{source}: not JSON: {exc}") from exc
+
+
+def read_bounded(stream: TextIO, source: str) -> str:
+    """What loads takes of a file or standard input: one character more than it may have, to see that it has more."""
+    try:
+        return stream.read(MAX_CHARS + 1)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{source}: not JSON: {exc}") from exc
+
+
+def load(path: Path) -> Any:
+    """A job document from a file."""
+    try:
+        with open(path) as stream:
+            text = read_bounded(stream, str(path))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read: {exc.strerror}") from exc
-    except ValueError as exc:
-        raise ValueError(f"{path}: not JSON: {exc}") from exc
+    return loads(text, str(path))

@@ -119,8 +119,28 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
+# The deepest document benchrunner reads nests 5 or 6 levels (a rank's result, a node-validation document): 64 is far
+# above any real one, and far below the thousand or so at which Python's json parser raises RecursionError (and
+# jsonschema, which recurses too, earlier still).
+MAX_DEPTH = 64
+# A JSON string, escapes included, and the brackets left outside strings: how deep a text nests, before it is parsed.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[][{}]")
+
+
+class OutOfBounds(ValueError):
+    """JSON nested deeper than any real document: refused before it is parsed."""
+
+
 def strict_loads(text: str) -> Any:
-    """JSON as RFC 8259 has it: Python's json would otherwise accept NaN, Infinity and -Infinity."""
+    """JSON as RFC 8259 has it: Python's json would otherwise accept NaN, Infinity and -Infinity. Nested deeper than
+    MAX_DEPTH, it is refused (OutOfBounds) before the parser's recursion can fail."""
+    depth = 0
+    for bracket in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise OutOfBounds(f"arrays and objects nested more than {MAX_DEPTH} deep, far deeper than any document "
+                              "benchrunner reads")
     return json.loads(text, parse_constant=_no_constant)
 
 
@@ -147,6 +167,8 @@ def load(kind: str, path: Path) -> dict[str, Any]:
         document = strict_loads(Path(path).read_text())
     except OSError as exc:
         raise ResultError(f"{path}: cannot read: {exc.strerror}") from exc
+    except OutOfBounds as exc:
+        raise ResultError(f"{path}: {exc}") from exc
     except ValueError as exc:
         raise ResultError(f"{path}: not JSON: {exc}") from exc
     if not isinstance(document, dict):

@@ -18,6 +18,10 @@ from types import ModuleType
 from benchrunner import plugins
 
 DEFAULT = "tensorflow-horovod"
+# The most processes (a DataLoader's workers) or threads (tf.data's parallel calls, its files read at once) one rank's
+# input may be given. Every rank of a node runs that many: 256 a rank is eight ranks' 2,048, more than the hardware
+# threads of the largest two-socket nodes (2 x 192 cores x 2). A larger value is a typo, not a setting.
+MAX_WORKERS_PER_RANK = 256
 
 
 @cache

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchrunner.data import AUTOTUNE, CACHE_IN_MEMORY
+from benchrunner.frameworks import MAX_WORKERS_PER_RANK
 from benchrunner.rank_env import variables_source
 
 NAME = "tensorflow-horovod"
 MIB = 1024 * 1024
+# Horovod's autotuner (horovod/common/parameter_manager.cc) searches fusion buffers of 0 to 64 MiB and cycle times of
+# 1 to 100 ms: 16 and 10 times those are far beyond any tuned value, and a buffer of each GPU's memory or a cycle that
+# stalls every allreduce above them.
+MAX_FUSION_THRESHOLD_MB = 1024
+MAX_CYCLE_TIME_MS = 1000
 # Settings that shape the tf.data pipeline of real data; synthetic data has no pipeline to shape.
 PIPELINE_KEYS = ("cache", "prefetch_to_device", "num_parallel_calls", "interleave_cycle_length")
 
@@ -44,14 +49,18 @@ class Settings:
 
     def problems(self, workload: Any) -> list[str]:
         problems = []
-        if self.fusion_threshold_mb is not None and not self.fusion_threshold_mb >= 0:
-            problems.append(f"fusion threshold must be >= 0 MiB (got {self.fusion_threshold_mb})")
-        if self.cycle_time_ms is not None and not (math.isfinite(self.cycle_time_ms) and self.cycle_time_ms > 0):
-            problems.append(f"cycle time must be a finite number > 0 ms (got {self.cycle_time_ms})")
+        if self.fusion_threshold_mb is not None and not 0 <= self.fusion_threshold_mb <= MAX_FUSION_THRESHOLD_MB:
+            problems.append(f"fusion threshold must be from 0 to {MAX_FUSION_THRESHOLD_MB} MiB (got "
+                            f"{self.fusion_threshold_mb})")
+        # Written so that NaN fails too: every comparison with NaN is false.
+        if self.cycle_time_ms is not None and not 0 < self.cycle_time_ms <= MAX_CYCLE_TIME_MS:
+            problems.append(f"cycle time must be a number > 0 and at most {MAX_CYCLE_TIME_MS} ms (got "
+                            f"{self.cycle_time_ms})")
         for key in ("num_parallel_calls", "interleave_cycle_length"):
             value = getattr(self, key)
-            if value != AUTOTUNE and not (isinstance(value, int) and value >= 1):
-                problems.append(f"{key.replace('_', ' ')} must be {AUTOTUNE!r} or an integer >= 1 (got {value!r})")
+            if value != AUTOTUNE and not (isinstance(value, int) and 1 <= value <= MAX_WORKERS_PER_RANK):
+                problems.append(f"{key.replace('_', ' ')} must be {AUTOTUNE!r} or an integer from 1 to "
+                                f"{MAX_WORKERS_PER_RANK} per rank (got {value!r})")
         if self.cache not in (None, CACHE_IN_MEMORY) and not self.cache.startswith("/"):
             problems.append(f"cache must be {CACHE_IN_MEMORY!r} or an absolute folder (got {self.cache!r}); leave it "
                             "unset for none")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from benchrunner.frameworks import MAX_WORKERS_PER_RANK
+
 if TYPE_CHECKING:
     from benchrunner.train import RunContext
     from benchrunner.workload import Workload
@@ -43,8 +45,9 @@ class Settings:
 
     def problems(self, workload: Workload) -> list[str]:
         problems = []
-        if self.dataloader_workers < 0:
-            problems.append(f"dataloader workers must be an integer >= 0 (got {self.dataloader_workers!r})")
+        if not 0 <= self.dataloader_workers <= MAX_WORKERS_PER_RANK:
+            problems.append(f"dataloader workers must be an integer from 0 to {MAX_WORKERS_PER_RANK} per rank, each a "
+                            f"process of its own on every rank (got {self.dataloader_workers!r})")
         if workload.data == "tfrecord":
             problems.append(f"{NAME} reads no TFRecord files (a TensorFlow format): use data 'images' on the same "
                             "dataset folder, or data 'synthetic'")

@@ -91,7 +91,7 @@ def bandwidth(measured: float, at: str, limit: float | None, basis: str | None, 
     numbers = dict(measured=measured, unit="GB/s", limit=limit, fraction=fraction, threshold=threshold)
     failures, notes = [], []
     value = threshold.value
-    source = f" ({SOURCE_WORDS.get(threshold.source, threshold.source)})"
+    source = f" ({SOURCE_WORDS[threshold.source]})" if value is not None else ""
     if value is not None and measured < value:
         failures.append(f"{measured:g} GB/s {at} is below the {sku} threshold of {value:g} GB/s{source}")
     if fraction is not None and fraction < min_fraction:

@@ -10,6 +10,8 @@ from ansible_collections.hpcml.cluster.plugins.module_utils import acceptance, d
 
 H100_NAME = "NVIDIA H100 80GB HBM3"
 A100_NAME = "NVIDIA A100-SXM4-80GB"
+# What judges an H100 x8 without thresholds of the inventory's: the default table's entry.
+H100_THRESHOLDS = acceptance.sku_thresholds({}, "H100 x8")
 
 
 def counters(fixture_text, name):
@@ -306,12 +308,13 @@ def judged(h100, *runs, **kwargs):
 def test_all_reduce_at_the_threshold_passes_and_below_it_fails_naming_both_numbers(h100):
     good = judged(h100, nccl_run(483.2))["checks"]["nccl_all_reduce"]
     assert good == acceptance.check("pass", "483.2 GB/s at 16 GiB, 1.07 of 450 GB/s (NVLink4 x18 at 25 GB/s per "
-                                            "direction), threshold 460 GB/s", 483.2, "GB/s", 450.0, 1.074, 460.0)
+                                            "direction), threshold 460 GB/s (default table)", 483.2, "GB/s", 450.0,
+                                    1.074, acceptance.Threshold(460.0, "H100 x8.all_reduce_busbw_gbs", "default"))
     bad = judged(h100, nccl_run(350.0))
     assert bad["status"] == "fail"
     assert bad["checks"]["nccl_all_reduce"]["reason"] == (
-        "350 GB/s at 16 GiB is below the H100 x8 threshold of 460 GB/s; 350 GB/s at 16 GiB is 0.778 of the limit "
-        "450 GB/s (NVLink4 x18 at 25 GB/s per direction), below 0.8")
+        "350 GB/s at 16 GiB is below the H100 x8 threshold of 460 GB/s (default table); 350 GB/s at 16 GiB is 0.778 of "
+        "the limit 450 GB/s (NVLink4 x18 at 25 GB/s per direction), below 0.8")
 
 
 def test_busbw_is_taken_at_the_largest_size_where_the_thresholds_size_was_not_run(h100):
@@ -326,6 +329,7 @@ def test_a_sku_without_threshold_is_judged_by_fraction_alone(fixture_text):
     result = acceptance.judge(facts, {}, None, nccl=[nccl_run(180.0)], skip=ALL_BUT_NCCL)
     check = result["checks"]["nccl_all_reduce"]
     assert result["sku"] == "H800 x4" and check["threshold"] is None
+    assert (check["threshold_key"], check["threshold_source"], result["min_fraction_source"]) == (None, "none", "global")
     assert (check["status"], check["limit"], check["fraction"]) == ("pass", 200.0, 0.9)
     assert check["reason"] == ("180 GB/s at 16 GiB, 0.90 of 200 GB/s (NVLink4 x8 at 25 GB/s per direction); no "
                                "threshold for this test on H800 x4: judged by the fraction of the limit alone")
@@ -406,20 +410,141 @@ def test_links_between_two_h100_nodes(h100):
     mine = limits.limits(facts, nics, direct, None)
     ranks = [{"rank": r, "host": "a" if r < 8 else "b"} for r in range(16)]
     run = nccl_run(372.0, scope="pair", peer="gpu02", ranks=ranks)
-    link = acceptance.judge_link(run, mine, mine, acceptance.THRESHOLDS, "H100 x8")
+    link = acceptance.judge_link(run, mine, mine, H100_THRESHOLDS, "H100 x8")
     assert (link["status"], link["limit"], link["threshold"], link["fraction"]) == ("fail", 400.0, 380.0, 0.93)
-    assert link["reason"].startswith("372 GB/s at 16 GiB is below the H100 x8 threshold of 380 GB/s")
+    assert link["reason"].startswith("372 GB/s at 16 GiB is below the H100 x8 threshold of 380 GB/s (default table)")
     one_gpu = nccl_run(48.0, scope="pair", peer="gpu02", ranks=[{"rank": 0, "host": "a"}, {"rank": 1, "host": "b"}])
-    single = acceptance.judge_link(one_gpu, mine, mine, acceptance.THRESHOLDS, "H100 x8")
+    single = acceptance.judge_link(one_gpu, mine, mine, H100_THRESHOLDS, "H100 x8")
     assert (single["status"], single["limit"], single["threshold"], single["fraction"]) == ("pass", 50.0, 47.5, 0.96)
     result = acceptance.judge(facts, nics, direct, nccl=[nccl_run(480.0), run], skip=ALL_BUT_NCCL, node="gpu01",
                               peers={"gpu02": mine})
     assert result["links"] == [{"a": "gpu01", "b": "gpu02", "test": "all_reduce", "status": "fail",
                                 "busbw_gbs": 372.0, "limit_gbs": 400.0, "fraction": 0.93, "threshold_gbs": 380.0,
+                                "threshold_key": "H100 x8.per_nic_gbps", "threshold_source": "default",
                                 "reason": link["reason"]}]
     assert result["status"] == "fail"
-    alone = acceptance.judge_link(run, mine, None, acceptance.THRESHOLDS, "H100 x8")
+    alone = acceptance.judge_link(run, mine, None, H100_THRESHOLDS, "H100 x8")
     assert alone["reason"].endswith("the peer's limits were not given: judged on this node's alone")
+
+
+# --- thresholds -----------------------------------------------------------------------------------------------
+
+VALID_KEYS = ("valid keys are all_reduce_busbw_gbs, all_gather_busbw_gbs, reduce_scatter_busbw_gbs, alltoall_busbw_gbs, "
+              "message_bytes, per_nic_gbps, per_nic_rate_gbps, min_fraction")
+SKU_RULE = ("write '<GPU model> x<GPU count>' as a node's acceptance sku gives it, e.g. 'H100 x8' or 'A100 PCIe x4' "
+            "(the default table has H100 x8, H200 x8, A100 x8)")
+# Each threshold that would judge nothing, and the refusal that names it.
+REFUSED = {
+    "misspelt test": ({"H100 x8": {"allreduce_busbw_gbs": 460}},
+                      "thresholds['H100 x8'] has the unknown key 'allreduce_busbw_gbs' (did you mean "
+                      f"'all_reduce_busbw_gbs'?): {VALID_KEYS}"),
+    "SKU without its space": ({"H100x8": {"all_reduce_busbw_gbs": 460}},
+                              f"thresholds key 'H100x8' is not a SKU (did you mean 'H100 x8'?): {SKU_RULE}"),
+    "zero": ({"H100 x8": {"all_reduce_busbw_gbs": 0}},
+             "thresholds['H100 x8'].all_reduce_busbw_gbs is 0: give a positive finite number (GB/s)"),
+    "negative": ({"H100 x8": {"all_reduce_busbw_gbs": -460}},
+                 "thresholds['H100 x8'].all_reduce_busbw_gbs is -460: give a positive finite number (GB/s)"),
+    "NaN": ({"H100 x8": {"all_reduce_busbw_gbs": float("nan")}},
+            "thresholds['H100 x8'].all_reduce_busbw_gbs is nan: give a positive finite number (GB/s)"),
+    "NaN as text": ({"H100 x8": {"per_nic_gbps": "NaN"}},
+                    "thresholds['H100 x8'].per_nic_gbps is 'NaN': give a positive finite number (Gb/s)"),
+    "infinity": ({"H100 x8": {"all_gather_busbw_gbs": float("inf")}},
+                 "thresholds['H100 x8'].all_gather_busbw_gbs is inf: give a positive finite number (GB/s)"),
+    "a unit in the text": ({"H100 x8": {"all_reduce_busbw_gbs": "460 GB/s"}},
+                           "thresholds['H100 x8'].all_reduce_busbw_gbs is '460 GB/s': give a positive finite number "
+                           "(GB/s)"),
+    "a boolean": ({"H100 x8": {"per_nic_rate_gbps": True}},
+                  "thresholds['H100 x8'].per_nic_rate_gbps is True: give a positive finite number (Gb/s)"),
+    "an int too long to print": ({"H100 x8": {"all_reduce_busbw_gbs": 10**5000}},
+                                 "thresholds['H100 x8'].all_reduce_busbw_gbs is an int too long to print: give a "
+                                 "positive finite number (GB/s)"),
+    "a size in nccl-tests' words": ({"H100 x8": {"message_bytes": "16G"}},
+                                    "thresholds['H100 x8'].message_bytes is '16G': give a positive whole number of "
+                                    "bytes"),
+    "per-SKU min_fraction above 1": ({"A100 x8": {"min_fraction": 1.5}},
+                                     "thresholds['A100 x8'].min_fraction is 1.5: give a fraction in (0, 1]"),
+    "per-SKU min_fraction of 0": ({"A100 x8": {"min_fraction": 0}},
+                                  "thresholds['A100 x8'].min_fraction is 0: give a fraction in (0, 1]"),
+    "an entry that is no mapping": ({"H100 x8": 460},
+                                    "thresholds['H100 x8'] maps threshold keys (all_reduce_busbw_gbs, "
+                                    "all_gather_busbw_gbs, reduce_scatter_busbw_gbs, alltoall_busbw_gbs, message_bytes, "
+                                    "per_nic_gbps, per_nic_rate_gbps, min_fraction) to numbers, not a int"),
+    "a table that is no mapping": ([{"H100 x8": {"all_reduce_busbw_gbs": 460}}],
+                                   "thresholds maps SKUs to their thresholds, e.g. {'H100 x8': {'all_reduce_busbw_gbs': "
+                                   "460}}, not a list"),
+}
+
+
+@pytest.mark.parametrize("thresholds, message", REFUSED.values(), ids=REFUSED)
+def test_a_threshold_that_would_judge_nothing_is_refused_before_any_check_is_judged(h100, thresholds, message):
+    assert acceptance.read_thresholds(thresholds)[1] == [message]
+    with pytest.raises(ValueError) as refused:
+        judged(h100, nccl_run(450.0), thresholds=thresholds)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("value", [0, -0.5, 1.5, float("nan"), float("inf"), "most", None])
+def test_the_global_min_fraction_outside_0_to_1_is_refused(h100, value):
+    with pytest.raises(ValueError) as refused:
+        judged(h100, nccl_run(450.0), min_fraction=value)
+    assert str(refused.value) == f"min_fraction is {value!r}: give a fraction in (0, 1]"
+
+
+def test_every_problem_is_named_at_once_with_the_roles_variable_names():
+    problems = acceptance.threshold_problems({"H100 x8": {"allreduce_busbw_gbs": 460, "per_nic_gbps": -1}}, 2,
+                                             prefix="node_validation_")
+    assert [problem.split(":")[0] for problem in problems] == [
+        "node_validation_thresholds['H100 x8'] has the unknown key 'allreduce_busbw_gbs' (did you mean "
+        "'all_reduce_busbw_gbs'?)", "node_validation_thresholds['H100 x8'].per_nic_gbps is -1",
+        "node_validation_min_fraction is 2"]
+
+
+def test_a_threshold_given_as_text_is_read_as_its_number_and_judges(h100):
+    """-e key=value and templated values arrive as strings: "460" is 460, as Ansible's own float options read it (before,
+    comparing a float with it raised TypeError in the module)."""
+    result = judged(h100, nccl_run(450.0), thresholds={"H100 x8": {"all_reduce_busbw_gbs": "460",
+                                                                   "message_bytes": "17179869184"}})
+    check = result["checks"]["nccl_all_reduce"]
+    assert (check["status"], check["threshold"], check["threshold_source"]) == ("fail", 460.0, "inventory")
+    assert check["reason"].startswith("450 GB/s at 16 GiB is below the H100 x8 threshold of 460 GB/s (inventory)")
+    assert result["thresholds"]["message_bytes"] == acceptance.GIB16
+
+
+def test_the_inventorys_thresholds_go_over_the_default_table_key_by_key_and_each_check_says_which_judged_it(h100):
+    runs = [nccl_run(455.0), nccl_run(300.0, test="all_gather_perf")]
+    skip = {k: v for k, v in ALL_BUT_NCCL.items() if k != "nccl_all_gather"}
+    result = judged(h100, *runs, skip=skip, thresholds={"H100 x8": {"all_gather_busbw_gbs": 350}})
+    checks = result["checks"]
+    # Setting all_gather kept the default all_reduce figure: 455 GB/s fails Azure's 460 although 0.8 of 450 passes.
+    assert {name: (checks[name]["status"], checks[name]["threshold"], checks[name]["threshold_key"],
+                   checks[name]["threshold_source"]) for name in ("nccl_all_reduce", "nccl_all_gather")} == {
+        "nccl_all_reduce": ("fail", 460.0, "H100 x8.all_reduce_busbw_gbs", "default"),
+        "nccl_all_gather": ("fail", 350.0, "H100 x8.all_gather_busbw_gbs", "inventory")}
+    assert checks["nccl_reduce_scatter"]["threshold_source"] == "none"  # skipped: nothing judged it
+    assert checks["gpu_ecc"]["threshold_source"] == "none"
+    assert result["thresholds"] == dict(acceptance.THRESHOLDS["H100 x8"], all_gather_busbw_gbs=350.0)
+    # The inventory's figure replaces the default one for its key only.
+    lower = judged(h100, nccl_run(455.0), thresholds={"H100 x8": {"all_reduce_busbw_gbs": 440}})
+    assert lower["checks"]["nccl_all_reduce"]["status"] == "pass"
+    assert lower["checks"]["nccl_all_reduce"]["threshold_source"] == "inventory"
+
+
+def test_a_threshold_keyed_by_a_sku_no_node_has_is_named_with_the_skus_the_nodes_have(h100):
+    facts, _ = h100
+    nodes = {"gpu01": facts, "gpu02": facts, "login": {"present": False, "reason": "no NVIDIA GPU found on the PCI bus"}}
+    assert acceptance.threshold_problems({"H100 x8": {"all_reduce_busbw_gbs": 470}}, nodes=nodes) == []
+    assert acceptance.threshold_problems({"h100 x8": {"all_reduce_busbw_gbs": 470}}, nodes=nodes,
+                                         prefix="node_validation_") == [
+        "node_validation_thresholds['h100 x8'] matches no node of this play (did you mean 'H100 x8'?): its nodes are "
+        "H100 x8 on 2 node(s), no SKU (no NVIDIA GPU on this node) on 1 node(s). Key the entry '<GPU model> x<GPU "
+        "count>' as a node's acceptance sku gives it, e.g. 'H100 x8' or 'A100 PCIe x4', or leave it out of a run "
+        "without such nodes"]
+
+
+def test_the_filter_is_the_judges_own_check():
+    from ansible_collections.hpcml.cluster.plugins.filter.threshold_problems import FilterModule  # noqa: PLC0415
+
+    assert FilterModule().filters()["threshold_problems"] is acceptance.threshold_problems
 
 
 # --- the document and the module ------------------------------------------------------------------------------
@@ -490,6 +615,16 @@ def test_the_module_judges_and_fails_only_on_malformed_arguments(node_acceptance
     assert checks["nvlink_errors"]["reason"].startswith("nvidia-smi nvlink -e: nvidia-smi nvlink -e: unexpected line")
     malformed = node_acceptance(gpu=facts, nccl=[{"test": "all_reduce", "scope": "node", "output": "{}"}])
     assert malformed["failed"] and "no output to judge and no reason in skip" in malformed["msg"]
+    # A threshold as text is its number (before: a TypeError traceback); one that would judge nothing fails the
+    # module with the key, before any check is judged.
+    nccl_args = [{"test": "all_reduce_perf", "scope": "node", "output": json.dumps(run["parsed"]), "rc": 0}]
+    as_text = node_acceptance(gpu=facts, rdma=nics, nccl=nccl_args, skip=ALL_BUT_NCCL,
+                              thresholds={"H100 x8": {"all_reduce_busbw_gbs": "460"}})
+    assert not as_text.get("failed") and as_text["acceptance"]["checks"]["nccl_all_reduce"]["threshold"] == 460.0
+    misspelt = node_acceptance(gpu=facts, rdma=nics, nccl=nccl_args, skip=ALL_BUT_NCCL,
+                               thresholds={"H100 x8": {"allreduce_busbw_gbs": 460}})
+    assert misspelt["failed"] and "acceptance" not in misspelt
+    assert misspelt["msg"] == f"node_acceptance: {REFUSED['misspelt test'][1]}"
 
 
 # --- with the real parsers on recorded outputs --------------------------------------------------------------------
@@ -504,14 +639,20 @@ def test_recorded_a100_all_reduce_through_the_nccl_tests_parser(fixture_text):
     check = acceptance.judge(facts, {}, None, nccl=[run], skip=ALL_BUT_NCCL)["checks"]["nccl_all_reduce"]
     assert (check["status"], check["measured"], check["limit"], check["threshold"]) == ("pass", 235.26, 300.0, 228.0)
     assert check["reason"] == ("235.26 GB/s at 8 GiB, 0.78 of 300 GB/s (NVLink3 x12 at 25 GB/s per direction), "
-                               "threshold 228 GB/s; results not validated (-c 0): wrong data would have gone unseen")
+                               "threshold 228 GB/s (default table); results not validated (-c 0): wrong data would have "
+                               "gone unseen")
     assert check["fraction"] == 0.784
     # The global 0.8 would fail this healthy node: the A100 entry carries its own 0.7.
-    strict = {"A100 x8": dict(acceptance.THRESHOLDS["A100 x8"], min_fraction=0.8)}
+    passed = acceptance.judge(facts, {}, None, nccl=[run], skip=ALL_BUT_NCCL)
+    assert (passed["min_fraction"], passed["min_fraction_source"]) == (0.7, "default")
+    strict = {"A100 x8": {"min_fraction": 0.8}}
     failed = acceptance.judge(facts, {}, None, nccl=[run], skip=ALL_BUT_NCCL, thresholds=strict)
     assert failed["checks"]["nccl_all_reduce"]["reason"].startswith(
         "235.26 GB/s at 8 GiB is 0.784 of the limit 300 GB/s (NVLink3 x12 at 25 GB/s per direction), below 0.8")
-    assert failed["min_fraction"] == 0.8
+    assert (failed["min_fraction"], failed["min_fraction_source"]) == (0.8, "inventory")
+    # The inventory's entry set min_fraction only: the default all_reduce threshold still judges, and says so.
+    assert (failed["checks"]["nccl_all_reduce"]["threshold"],
+            failed["checks"]["nccl_all_reduce"]["threshold_source"]) == (228.0, "default")
 
 
 def test_recorded_dcgm_pcie_failure_through_the_dcgm_parser(fixture_text):
@@ -529,7 +670,7 @@ def test_recorded_two_node_h100_all_reduce_as_a_link(h100, fixture_text):
     mine = limits.limits(facts, nics, {"ready": True, "nearest_nics": near}, None)
     run = {"test": "all_reduce_perf", "scope": "pair", "peer": "bm-h100-02", "rc": 0,
            "parsed": nccl.parse_nccl_tests(fixture_text("nccl-tests.issue-309.h100-x16-2node-mpi-noise.txt"))}
-    link = acceptance.judge_link(run, mine, mine, acceptance.THRESHOLDS, "H100 x8")
+    link = acceptance.judge_link(run, mine, mine, H100_THRESHOLDS, "H100 x8")
     assert (link["status"], link["measured"], link["limit"], link["fraction"], link["threshold"]) == (
         "pass", 469.21, 400.0, 1.173, 380.0)
 

@@ -234,7 +234,7 @@ def test_every_plugin_documents_itself():
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
     ansible_doc = str(Path(sys.executable).parent / "ansible-doc")
     modules = ["gpu_facts", "rdma_facts", "gpudirect_facts", "node_acceptance"]
-    for kind, names in (("module", modules), ("filter", ["horovod_build"])):
+    for kind, names in (("module", modules), ("filter", ["horovod_build", "threshold_problems"])):
         out = subprocess.run([ansible_doc, "-t", kind, "--json"] + [f"hpcml.cluster.{n}" for n in names],
                              cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
         assert out.returncode == 0, out.stderr

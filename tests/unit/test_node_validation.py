@@ -10,6 +10,8 @@ import tarfile
 from pathlib import Path
 
 import yaml
+from playbook_run import play, role_tasks
+from test_containerd_version import case, outcomes
 from test_distribution import ROLES, playbook, role_vars
 from test_facts_modules import fake_nvidia_smi, proc_tree
 from test_gpudirect import OPEN_VERSION, PROPRIETARY_VERSION
@@ -239,6 +241,58 @@ def test_a_failed_gloo_pair_fails_the_link_with_its_error(tmp_path, sysfs):
     assert link["status"] == "fail" and link["busbw_gbs"] is None
     assert link["reason"].startswith("the Gloo allreduce failed (exit status ")
     assert summary["status"] == "fail"
+
+
+# What the role's preflight refuses, and with what message; the judge's own rules are test_acceptance.py's.
+VALID_KEYS = ("valid keys are all_reduce_busbw_gbs, all_gather_busbw_gbs, reduce_scatter_busbw_gbs, alltoall_busbw_gbs, "
+              "message_bytes, per_nic_gbps, per_nic_rate_gbps, min_fraction")
+POSITIVE = "give a positive finite number (GB/s)"
+THRESHOLD_CASES = {
+    "misspelt": ({"node_validation_thresholds": {"H100 x8": {"allreduce_busbw_gbs": 460}}},
+                 "refused: node_validation_thresholds['H100 x8'] has the unknown key 'allreduce_busbw_gbs' (did you "
+                 f"mean 'all_reduce_busbw_gbs'?): {VALID_KEYS}"),
+    "sku": ({"node_validation_thresholds": {"H100x8": {"all_reduce_busbw_gbs": 460}}},
+            "refused: node_validation_thresholds key 'H100x8' is not a SKU (did you mean 'H100 x8'?): write '<GPU model> "
+            "x<GPU count>' as a node's acceptance sku gives it, e.g. 'H100 x8' or 'A100 PCIe x4' (the default table has "
+            "H100 x8, H200 x8, A100 x8)"),
+    "zero": ({"node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": 0}}},
+             f"refused: node_validation_thresholds['H100 x8'].all_reduce_busbw_gbs is 0: {POSITIVE}"),
+    "negative": ({"node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": -460}}},
+                 f"refused: node_validation_thresholds['H100 x8'].all_reduce_busbw_gbs is -460: {POSITIVE}"),
+    "nan": ({"node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": "NaN"}}},
+            f"refused: node_validation_thresholds['H100 x8'].all_reduce_busbw_gbs is 'NaN': {POSITIVE}"),
+    "sku-fraction": ({"node_validation_thresholds": {"A100 x8": {"min_fraction": 1.5}}},
+                     "refused: node_validation_thresholds['A100 x8'].min_fraction is 1.5: give a fraction in (0, 1]"),
+    "global-fraction": ({"node_validation_min_fraction": 1.5},
+                        "refused: node_validation_min_fraction is 1.5: give a fraction in (0, 1]"),
+    # Text that reads as a number is that number, as for the role's own float variables.
+    "text": ({"node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": "460"}}}, "passed"),
+    "default": ({}, "passed"),
+}
+
+
+def test_thresholds_that_would_judge_nothing_are_refused_before_the_role_measures_anything(tmp_path):
+    preflight = role_tasks("node_validation", "00-preflight")
+    run = play(tmp_path, [case(name, preflight, case_vars) for name, (case_vars, _) in THRESHOLD_CASES.items()])
+    assert run.returncode == 0 and run.changed == 0, run.stdout[-3000:]
+    assert outcomes(run) == {name: outcome for name, (_, outcome) in THRESHOLD_CASES.items()}
+    # The role checks them first; site.yml's preflight play does too, before any role changes anything.
+    main = yaml.safe_load((ROLES / "node_validation" / "tasks" / "main.yml").read_text())
+    assert main[0]["ansible.builtin.import_tasks"] == "00-preflight.yml"
+    nodes_play = yaml.safe_load((PROJECT / "playbooks" / "preflight.yml").read_text())[1]
+    assert any(task.get("loop") and "node_validation" in task["loop"] for task in nodes_play["tasks"])
+
+
+def test_a_threshold_for_a_sku_no_node_has_stops_acceptance_before_anything_is_measured(tmp_path, sysfs):
+    # The node's RTX 4090 is an "RTX 4090 x1": an entry for H100 x8 would judge nothing here.
+    gpu_node(sysfs)
+    run, summary = validate(tmp_path, sysfs, extra={
+        "node_validation_acceptance": True, "node_validation_nccl_tests_dir": str(tmp_path / "nccl-tests"),
+        "node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": 460}}})
+    assert run.returncode != 0 and summary is None
+    assert ("node_validation_thresholds['H100 x8'] matches no node of this play: its nodes are RTX 4090 x1 on 1 node(s). "
+            "Key the entry '<GPU model> x<GPU count>' as a node's acceptance sku gives it") in " ".join(run.stdout.split())
+    assert not (tmp_path / "nccl-tests").exists()
 
 
 def test_acceptance_is_off_by_default(tmp_path, sysfs):

@@ -5,13 +5,18 @@ reads facts and parsed tool output and runs nothing."""
 
 from __future__ import annotations
 
+import difflib
+import math
+import re
 from collections import Counter
+from typing import NamedTuple
 
 from ansible_collections.hpcml.cluster.plugins.module_utils import gpu_errors, limits
 
-# Per-SKU acceptance thresholds, after Azure's node health checks (Azure/azurehpc-health-checks, the per-VM-size
-# configurations): nccl-tests all_reduce_perf within the node at 16 GiB (-b 16G -e 16G; nccl-tests reads G as 2^30
-# bytes) must reach these bus bandwidths (GB/s), and each NDR (400 Gb/s) NIC 380 Gb/s with GPUDirect RDMA.
+# Per-SKU acceptance thresholds (the default table; the inventory's entries go over it key by key), after Azure's node
+# health checks (Azure/azurehpc-health-checks, the per-VM-size configurations): nccl-tests all_reduce_perf within the
+# node at 16 GiB (-b 16G -e 16G; nccl-tests reads G as 2^30 bytes) must reach these bus bandwidths (GB/s), and each NDR
+# (400 Gb/s) NIC 380 Gb/s with GPUDirect RDMA.
 GIB16 = 16 * 2**30
 THRESHOLDS = {
     "H100 x8": {"message_bytes": GIB16, "all_reduce_busbw_gbs": 460.0, "per_nic_gbps": 380.0,
@@ -30,15 +35,36 @@ NODE_TESTS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 COUNTER_CHECKS = ("gpu_ecc", "gpu_memory_repair", "gpu_clock_events", "gpu_pcie_link")
 CHECKS = (*(f"nccl_{test}" for test in NODE_TESTS), "dcgm_diag", *COUNTER_CHECKS, "gpu_xid", "nvlink_errors")
 SKIP_KEYS = (*CHECKS, "smi_xml")
+# What a SKU's entry may set: each collective's bus bandwidth within the node (GB/s), the message size it is read at,
+# the per-NIC bandwidth a link must reach (Gb/s) and the NIC rate from which that applies, and its own min_fraction.
+THRESHOLD_KEYS = (*(f"{test}_busbw_gbs" for test in NODE_TESTS), "message_bytes", "per_nic_gbps", "per_nic_rate_gbps",
+                  "min_fraction")
+# The SKU as limits.sku() writes it: the model's words, one space, x and the GPU count ("H100 x8", "A100 PCIe x4").
+SKU_KEY = re.compile(r"^\S+(?: \S+)* x[1-9][0-9]*$")
+SKU_FORMAT = "'<GPU model> x<GPU count>' as a node's acceptance sku gives it, e.g. 'H100 x8' or 'A100 PCIe x4'"
 # Clock event reasons that slow a GPU because it is failing, overheating or short of power; the others (idle,
 # application clocks, the software power cap under load, sync boost, display clocks) are settings or normal.
 SLOWDOWNS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
 
 
+class Threshold(NamedTuple):
+    """A threshold that judges a check: its value, the SKU entry and key it was read from ("H100 x8.per_nic_gbps")
+    and where that entry came from: the default table, the inventory (the thresholds given), or none at all."""
+    value: float | None = None
+    key: str | None = None
+    source: str = "none"
+
+
+NO_THRESHOLD = Threshold()
+# How the reasons name a threshold's source.
+SOURCE_WORDS = {"default": "default table", "inventory": "inventory"}
+
+
 def check(status: str, reason: str | None, measured: float | None = None, unit: str = "", limit: float | None = None,
-          fraction: float | None = None, threshold: float | None = None, detail=None) -> dict:
+          fraction: float | None = None, threshold: Threshold = NO_THRESHOLD, detail=None) -> dict:
     result = {"status": status, "reason": reason, "measured": measured, "unit": unit, "limit": limit,
-              "fraction": fraction, "threshold": threshold}
+              "fraction": fraction, "threshold": threshold.value, "threshold_key": threshold.key,
+              "threshold_source": threshold.source}
     if detail is not None:
         result["detail"] = detail
     return result
@@ -57,22 +83,25 @@ def _size(size: int) -> str:
 
 
 def bandwidth(measured: float, at: str, limit: float | None, basis: str | None, limit_reason: str | None,
-              threshold: float | None, sku: str | None, min_fraction: float) -> dict:
+              threshold: Threshold, sku: str | None, min_fraction: float) -> dict:
     """A measured bus bandwidth against the SKU's threshold and min_fraction of the physical limit; a figure below
-    either fails, naming both numbers; without either there is nothing to judge against: skip."""
+    either fails, naming both numbers and where the threshold came from; without either there is nothing to judge
+    against: skip."""
     fraction = round(measured / limit, 3) if limit else None
     numbers = dict(measured=measured, unit="GB/s", limit=limit, fraction=fraction, threshold=threshold)
     failures, notes = [], []
-    if threshold is not None and measured < threshold:
-        failures.append(f"{measured:g} GB/s {at} is below the {sku} threshold of {threshold:g} GB/s")
+    value = threshold.value
+    source = f" ({SOURCE_WORDS[threshold.source]})" if value is not None else ""
+    if value is not None and measured < value:
+        failures.append(f"{measured:g} GB/s {at} is below the {sku} threshold of {value:g} GB/s{source}")
     if fraction is not None and fraction < min_fraction:
         failures.append(f"{measured:g} GB/s {at} is {fraction:.3g} of the limit {limit:g} GB/s ({basis}), below "
                         f"{min_fraction:g}")
-    if threshold is None:
+    if value is None:
         notes.append(f"no threshold for this test on {sku or 'this node'}: judged by the fraction of the limit alone")
     if limit is None:
         notes.append(f"the physical limit is unknown ({limit_reason}): judged by the threshold alone")
-    if threshold is None and limit is None:
+    if value is None and limit is None:
         return check("skip", f"{measured:g} GB/s {at}, nothing to judge it against: no threshold for this test on "
                              f"{sku or 'this node'} and the physical limit is unknown ({limit_reason})", **numbers)
     if failures:
@@ -80,8 +109,8 @@ def bandwidth(measured: float, at: str, limit: float | None, basis: str | None, 
     said = [f"{measured:g} GB/s {at}"]
     if fraction is not None:
         said.append(f"{fraction:.2f} of {limit:g} GB/s ({basis})")
-    if threshold is not None:
-        said.append(f"threshold {threshold:g} GB/s")
+    if value is not None:
+        said.append(f"threshold {value:g} GB/s{source}")
     return check("pass", "; ".join([", ".join(said), *notes]), **numbers)
 
 
@@ -126,7 +155,7 @@ def nccl_busbw(entry: dict, threshold: dict | None) -> tuple[float | None, str, 
 
 
 def judge_nccl(entry: dict, limit: float | None, basis: str | None, limit_reason: str | None,
-               threshold: float | None, table: dict | None, sku: str | None, min_fraction: float) -> dict:
+               threshold: Threshold, table: dict | None, sku: str | None, min_fraction: float) -> dict:
     why = _unreadable(entry)
     if why:
         return check("fail", f"{entry['test']}: {why}", unit="GB/s", limit=limit, threshold=threshold)
@@ -305,15 +334,138 @@ def _given(skip: dict, name: str) -> str | None:
     return skip.get(name) or (skip.get("smi_xml") if name in COUNTER_CHECKS else None)
 
 
-def _validate(nccl: list[dict], skip: dict, min_fraction: float) -> None:
+def _number(value: object) -> float | None:
+    """value as a finite number, or None. A string that reads as one ("460") counts: -e key=value and templated values
+    arrive as strings, and Ansible's own float options (min_fraction) take them too. True and False do not, though
+    Python counts them as 1 and 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _value(key: str, value: object) -> tuple[float | int | None, str | None]:
+    """A threshold's value as the judge compares with it, or what it must be instead: a threshold of 0 or below passes
+    every node, and NaN passes every comparison."""
+    number = _number(value)
+    if key == "min_fraction":
+        return (number, None) if number is not None and 0 < number <= 1 else (None, "give a fraction in (0, 1]")
+    if key == "message_bytes":
+        whole = number is not None and number > 0 and number.is_integer()
+        return (int(number), None) if whole else (None, "give a positive whole number of bytes")
+    if number is None or number <= 0:
+        return None, f"give a positive finite number ({'GB/s' if key.endswith('_gbs') else 'Gb/s'})"
+    return number, None
+
+
+def _shown(value: object) -> str:
+    """value as a message quotes it: short, and never an error of its own (repr refuses ints of over 4300 digits)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"an {type(value).__name__} too long to print"
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def _near(word: object, choices) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def read_thresholds(thresholds: object, name: str = "thresholds") -> tuple[dict, list[str]]:
+    """The thresholds given (the inventory's table), each value as the judge compares with it, and every problem with
+    them, naming its key and what is valid: an entry that is not keyed by a SKU, a key no check reads, a value that
+    is not a positive finite number, a min_fraction outside (0, 1]. Any of them would judge nothing, silently."""
+    if thresholds is None:
+        return {}, []
+    if not isinstance(thresholds, dict):
+        return {}, [f"{name} maps SKUs to their thresholds, e.g. {{'H100 x8': {{'all_reduce_busbw_gbs': 460}}}}, "
+                    f"not a {type(thresholds).__name__}"]
+    table: dict[str, dict] = {}
+    problems = []
+    for sku, entry in thresholds.items():
+        if not isinstance(sku, str) or not SKU_KEY.match(sku):
+            problems.append(f"{name} key {_shown(sku)} is not a SKU{_near(sku, THRESHOLDS)}: write {SKU_FORMAT} (the default "
+                            f"table has {', '.join(THRESHOLDS)})")
+            continue
+        where = f"{name}[{sku!r}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{where} maps threshold keys ({', '.join(THRESHOLD_KEYS)}) to numbers, not a "
+                            f"{type(entry).__name__}")
+            continue
+        table[sku] = {}
+        for key, value in entry.items():
+            if key not in THRESHOLD_KEYS:
+                problems.append(f"{where} has the unknown key {_shown(key)}{_near(key, THRESHOLD_KEYS)}: valid keys are "
+                                f"{', '.join(THRESHOLD_KEYS)}")
+                continue
+            number, problem = _value(key, value)
+            if problem:
+                problems.append(f"{where}.{key} is {_shown(value)}: {problem}")
+            else:
+                table[sku][key] = number
+    return table, problems
+
+
+def read_min_fraction(value: object, name: str = "min_fraction") -> tuple[float | None, list[str]]:
+    number, problem = _value("min_fraction", value)
+    return number, [f"{name} is {_shown(value)}: {problem}"] if problem else []
+
+
+def unmatched_skus(table: dict, nodes: dict[str, dict | None], name: str = "thresholds") -> list[str]:
+    """Entries of the thresholds given whose SKU no node has (nodes: each node's hpcml_gpu facts): each would judge
+    nothing, and the node it was meant for would pass on the fraction of its limit alone."""
+    have: Counter[str] = Counter()
+    for facts in nodes.values():
+        sku, reason = limits.sku(facts or {})
+        have[sku or f"no SKU ({reason})"] += 1
+    skus = [sku for sku in have if SKU_KEY.match(sku)]
+    said = ", ".join(f"{sku} on {count} node(s)" for sku, count in sorted(have.items()))
+    return [f"{name}[{sku!r}] matches no node of this play{_near(sku, skus)}: its nodes are {said}. Key the entry "
+            f"{SKU_FORMAT}, or leave it out of a run without such nodes" for sku in table if sku not in skus]
+
+
+def threshold_problems(thresholds: object, min_fraction: object = MIN_FRACTION, nodes: dict | None = None,
+                       prefix: str = "") -> list[str]:
+    """Everything wrong with the thresholds and min_fraction given (their names prefixed, for the role's variables),
+    and with nodes (host -> hpcml_gpu facts), every entry whose SKU none of them has."""
+    table, problems = read_thresholds(thresholds, f"{prefix}thresholds")
+    problems += read_min_fraction(min_fraction, f"{prefix}min_fraction")[1]
+    if nodes is not None:
+        problems += unmatched_skus(table, nodes, f"{prefix}thresholds")
+    return problems
+
+
+def sku_thresholds(inventory: dict, sku: str | None) -> dict[str, Threshold]:
+    """What judges a node of this SKU: the default table's entry, with the inventory's keys over it one by one (an
+    entry that sets all_gather_busbw_gbs keeps the default all_reduce figure), each with where it came from."""
+    if sku is None:
+        return {}
+    given = ((THRESHOLDS.get(sku, {}), "default"), (inventory.get(sku, {}), "inventory"))
+    return {key: Threshold(value, f"{sku}.{key}", source) for table, source in given for key, value in table.items()}
+
+
+def sku_min_fraction(table: dict[str, Threshold], min_fraction: float) -> Threshold:
+    """The fraction of the limit a bandwidth must reach: the SKU entry's own, else the global one."""
+    return table.get("min_fraction") or Threshold(min_fraction, "min_fraction", "global")
+
+
+def _validate(nccl: list[dict], skip: dict, thresholds: object, min_fraction: object) -> tuple[dict, float]:
+    """The malformed arguments refused before anything is judged; returns the thresholds and min_fraction given, read."""
+    inventory, problems = read_thresholds(thresholds)
+    fraction, wrong = read_min_fraction(min_fraction)
+    problems += wrong
+    if problems:
+        raise ValueError("; ".join(problems))
     unknown = sorted(set(skip) - set(SKIP_KEYS))
     if unknown:
         raise ValueError(f"skip names checks that do not exist: {', '.join(unknown)} (known: {', '.join(SKIP_KEYS)})")
     empty = sorted(name for name, reason in skip.items() if not reason or not str(reason).strip())
     if empty:
         raise ValueError(f"skip gives no reason for {', '.join(empty)}")
-    if not 0 < min_fraction <= 1:
-        raise ValueError(f"min_fraction {min_fraction} is not in (0, 1]")
     seen = Counter(test_name(entry["test"]) for entry in nccl if entry["scope"] == "node")
     twice = sorted(test for test, count in seen.items() if count > 1)
     if twice:
@@ -325,6 +477,7 @@ def _validate(nccl: list[dict], skip: dict, min_fraction: float) -> None:
     peerless = [entry["test"] for entry in nccl if entry["scope"] == "pair" and not entry.get("peer")]
     if peerless:
         raise ValueError(f"pair-scope nccl runs without a peer: {', '.join(peerless)}")
+    return inventory, fraction
 
 
 def judge(gpu: dict | None, rdma: dict | None, gpudirect: dict | None, *, nccl: list[dict] = (),
@@ -335,16 +488,19 @@ def judge(gpu: dict | None, rdma: dict | None, gpudirect: dict | None, *, nccl: 
     """One node's acceptance. nccl: [{test, scope: node|pair, peer, parsed, rc}] with parse_nccl_tests's result (or
     the exception it raised) under parsed; dcgm: {level, parsed, rc} likewise; counters: gpu.gpu_counters(); xid:
     gpu_errors.parse_xid(); nvlink: gpu_errors.parse_nvlink_errors(); an exception in place of a parsed output fails
-    its check with the exception's message. thresholds: the SKU table (THRESHOLDS when None). skip: check name (or
-    'smi_xml' for the counter checks) -> why the role did not run it. peers: peer name -> its limits, for the links.
-    A check with neither output nor skip reason raises ValueError, as does any other malformed argument: a check
-    that silently vanished is worse than a loud failure."""
-    skip, nccl, thresholds = dict(skip or {}), list(nccl), THRESHOLDS if thresholds is None else thresholds
-    _validate(nccl, skip, min_fraction)
+    its check with the exception's message. thresholds: the inventory's SKU table, over THRESHOLDS key by key
+    (sku_thresholds). skip: check name (or 'smi_xml' for the counter checks) -> why the role did not run it. peers:
+    peer name -> its limits, for the links.
+    A check with neither output nor skip reason raises ValueError, as does any other malformed argument (thresholds
+    included: read_thresholds): a check that silently vanished is worse than a loud failure."""
+    skip, nccl = dict(skip or {}), list(nccl)
+    inventory, min_fraction = _validate(nccl, skip, thresholds, min_fraction)
     node_sku, sku_reason = limits.sku(gpu or {})
     own = limits.limits(gpu, rdma, gpudirect, None if isinstance(counters, Exception) else counters)
-    table = thresholds.get(node_sku) if node_sku else None
-    min_fraction = (table or {}).get("min_fraction", min_fraction)
+    judged_by = sku_thresholds(inventory, node_sku)
+    table = {key: threshold.value for key, threshold in judged_by.items()} or None
+    fraction = sku_min_fraction(judged_by, min_fraction)
+    min_fraction = fraction.value
     gpu_present = bool((gpu or {}).get("present"))
     checks: dict[str, dict] = {}
 
@@ -366,7 +522,7 @@ def judge(gpu: dict | None, rdma: dict | None, gpudirect: dict | None, *, nccl: 
         if entry is None:
             checks[name] = absent(name)
             continue
-        threshold = (table or {}).get(f"{test}_busbw_gbs")
+        threshold = judged_by.get(f"{test}_busbw_gbs", NO_THRESHOLD)
         checks[name] = judge_nccl(entry, own["intra_node_busbw_gbs"], own["intra_node_basis"],
                                   own["reasons"].get("intra_node"), threshold, table, node_sku, min_fraction)
     checks["dcgm_diag"] = judge_dcgm(dcgm) if dcgm is not None else absent("dcgm_diag")
@@ -383,12 +539,13 @@ def judge(gpu: dict | None, rdma: dict | None, gpudirect: dict | None, *, nccl: 
             checks[name] = check("fail", f"{tool}: {parsed}")
         else:
             checks[name] = judge_one(parsed)
-    links = [link_record(node, entry, judge_link(entry, own, (peers or {}).get(entry["peer"]), thresholds, node_sku,
-                                                 min_fraction))
-             for entry in nccl if entry["scope"] == "pair"]
+    links = [link_record(node, run, judge_link(run, own, (peers or {}).get(run["peer"]), judged_by, node_sku,
+                                               min_fraction))
+             for run in nccl if run["scope"] == "pair"]
     failed = any(c["status"] == "fail" for c in checks.values()) or any(li["status"] == "fail" for li in links)
     return {"status": "fail" if failed else "pass", "sku": node_sku, "sku_reason": sku_reason, "limits": own,
-            "thresholds": table, "min_fraction": min_fraction, "checks": checks, "links": links}
+            "thresholds": table, "min_fraction": min_fraction, "min_fraction_source": fraction.source, "checks": checks,
+            "links": links}
 
 
 def _ranks_per_host(parsed: dict) -> int | None:
@@ -396,11 +553,12 @@ def _ranks_per_host(parsed: dict) -> int | None:
     return min(hosts.values()) if hosts and None not in hosts else None
 
 
-def judge_link(entry: dict, limits_a: dict, limits_b: dict | None, thresholds: dict, sku: str | None = None,
+def judge_link(entry: dict, limits_a: dict, limits_b: dict | None, table: dict[str, Threshold], sku: str | None = None,
                min_fraction: float = MIN_FRACTION) -> dict:
     """A cross-node nccl-tests run between two nodes. Its limit is the lesser node's bus bandwidth across nodes, with
     the NICs in use no more than the GPUs each node ran (one rank drives its nearest NIC). Its threshold, where the
-    SKU has a per-NIC one for NICs of that rate and both ends have GPUDirect RDMA, is that rate times those NICs."""
+    SKU's thresholds (table: sku_thresholds) have a per-NIC one for NICs of that rate and both ends have GPUDirect
+    RDMA, is that rate times those NICs."""
     why = _unreadable(entry)
     if why:
         return check("fail", f"{entry['test']}: {why}", unit="GB/s")
@@ -417,12 +575,11 @@ def judge_link(entry: dict, limits_a: dict, limits_b: dict | None, thresholds: d
             limit, basis = min(intra), "the slower node's links within it"
     else:
         reason = "; ".join(end["reasons"].get("inter_node", "?") for end in ends if end["per_nic_gbps"] is None)
-    table = thresholds.get(sku) if sku else None
-    min_fraction = (table or {}).get("min_fraction", min_fraction)
-    threshold = None
-    if table and table.get("per_nic_gbps") and limit is not None and all(end["gpudirect"] for end in ends) \
-            and rate >= table.get("per_nic_rate_gbps", 0):
-        threshold = round(table["per_nic_gbps"] * nics / 8, 3)
+    min_fraction = sku_min_fraction(table, min_fraction).value
+    per_nic, threshold = table.get("per_nic_gbps"), NO_THRESHOLD
+    if per_nic and limit is not None and all(end["gpudirect"] for end in ends) \
+            and rate >= table.get("per_nic_rate_gbps", Threshold(0)).value:
+        threshold = per_nic._replace(value=round(per_nic.value * nics / 8, 3))
     measured, at, problems = nccl_busbw(entry, None)
     if problems:
         return check("fail", f"{entry['test']}: " + "; ".join(problems), measured, "GB/s", limit, None, threshold)
@@ -436,4 +593,5 @@ def link_record(node: str | None, entry: dict, result: dict) -> dict:
     """A link's verdict as the cluster summary lists it."""
     return {"a": node, "b": entry["peer"], "test": test_name(entry["test"]), "status": result["status"],
             "busbw_gbs": result["measured"], "limit_gbs": result["limit"], "fraction": result["fraction"],
-            "threshold_gbs": result["threshold"], "reason": result["reason"]}
+            "threshold_gbs": result["threshold"], "threshold_key": result["threshold_key"],
+            "threshold_source": result["threshold_source"], "reason": result["reason"]}

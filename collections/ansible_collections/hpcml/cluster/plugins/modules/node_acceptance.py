@@ -20,7 +20,8 @@ description:
     failure, active hardware, thermal or power-brake slowdowns, a degraded PCIe link, fatal Xid events and NVLink
     error counts. A counter the driver does not report makes its check a skip, never a pass.
   - The module never fails because a check failed (the role decides what to do); it fails on malformed arguments,
-    such as a check with neither output nor a reason in O(skip).
+    such as a check with neither output nor a reason in O(skip), or a threshold that would judge nothing (see
+    O(thresholds)).
   - Runs nothing and changes nothing; supports check mode.
 options:
   node:
@@ -95,14 +96,22 @@ options:
     description:
       - >-
         Per-SKU thresholds, e.g. C({"H100 x8": {"message_bytes": 17179869184, "all_reduce_busbw_gbs": 460,
-        "per_nic_gbps": 380, "per_nic_rate_gbps": 400}}); C(<test>_busbw_gbs) for each collective within the node,
-        C(per_nic_gbps) for links (applied to NICs of C(per_nic_rate_gbps) or faster, with GPUDirect RDMA at both ends),
-        C(min_fraction) in place of O(min_fraction) for that SKU.
-      - Azure's node health check figures for 8 x H100, H200 and A100 when not given.
+        "per_nic_gbps": 380, "per_nic_rate_gbps": 400}}); C(<test>_busbw_gbs) for each collective within the node
+        (C(all_reduce), C(all_gather), C(reduce_scatter), C(alltoall)), C(per_nic_gbps) for links (applied to NICs of
+        C(per_nic_rate_gbps) or faster, with GPUDirect RDMA at both ends), C(min_fraction) in place of O(min_fraction)
+        for that SKU.
+      - >-
+        They go over the default table, Azure's node health check figures for 8 x H100, H200 and A100, key by key:
+        an entry that sets C(all_gather_busbw_gbs) keeps the default C(all_reduce_busbw_gbs).
+      - >-
+        Refused, naming the key and what is valid: a SKU key not written C(<GPU model> x<GPU count>) as the result's
+        C(sku) gives it, an unknown key, a value that is not a positive finite number (a numeric string such as
+        C("460") is read as the number, as Ansible reads its own float options), a C(message_bytes) that is not a
+        whole number, a C(min_fraction) outside (0, 1].
     type: dict
   min_fraction:
     description: The least fraction of the physical limit a measured bus bandwidth must reach, where the SKU's
-      thresholds do not set their own.
+      thresholds do not set their own; in (0, 1].
     type: float
     default: 0.8
   skip:
@@ -156,20 +165,27 @@ acceptance:
         (why a limit is unknown).
       type: dict
     thresholds:
-      description: The SKU's thresholds, null where the table has none.
+      description: The SKU's thresholds (the default table's entry with O(thresholds) over it), null where neither has
+        one.
       type: dict
     min_fraction:
       description: The fraction of the limit a bandwidth had to reach.
       type: float
+    min_fraction_source:
+      description: Where it came from, C(default) or C(inventory) (the SKU's entry in the default table or in
+        O(thresholds)) or C(global) (O(min_fraction)).
+      type: str
     checks:
-      description: Check name -> C(status), C(reason), C(measured), C(unit), C(limit), C(fraction), C(threshold) and,
-        for counters, C(detail). Checks are C(nccl_all_reduce), C(nccl_all_gather), C(nccl_reduce_scatter),
-        C(nccl_alltoall), C(dcgm_diag), C(gpu_ecc), C(gpu_memory_repair), C(gpu_clock_events), C(gpu_pcie_link),
-        C(gpu_xid) and C(nvlink_errors).
+      description: Check name -> C(status), C(reason), C(measured), C(unit), C(limit), C(fraction), C(threshold),
+        C(threshold_key) (the SKU entry and key it was read from, C(H100 x8.all_reduce_busbw_gbs)),
+        C(threshold_source) (C(default) for the default table, C(inventory) for O(thresholds), C(none) where no
+        threshold judged the check) and, for counters, C(detail). Checks are C(nccl_all_reduce), C(nccl_all_gather),
+        C(nccl_reduce_scatter), C(nccl_alltoall), C(dcgm_diag), C(gpu_ecc), C(gpu_memory_repair), C(gpu_clock_events),
+        C(gpu_pcie_link), C(gpu_xid) and C(nvlink_errors).
       type: dict
     links:
       description: One per C(pair) run, C(a), C(b), C(test), C(status), C(busbw_gbs), C(limit_gbs), C(fraction),
-        C(threshold_gbs), C(reason).
+        C(threshold_gbs), C(threshold_key), C(threshold_source), C(reason).
       type: list
       elements: dict
 """

@@ -194,6 +194,11 @@ def test_validation_summary_says_what_it_could_not_check_and_why(node_validation
         assert checks["ib_ports_active"]["status"] == "skip"
         assert checks["peermem_loaded"]["reason"] == "no NVIDIA GPU on this node"
         assert checks["reboot_pending"]["status"] == "pass"
+    # Only reboot_pending ran, on each node. The lab's inventory expects neither GPUs nor RDMA (node_validation_expect),
+    # so that is a pass, and the verdict counts what did not run.
+    assert node_validation["counts"] == {"total": 14, "ran": 2, "passed": 2, "failed": 0, "skipped": 12}
+    for node in node_validation["nodes"].values():
+        assert (node["verdict"]["status"], node["verdict"]["expected"], node["verdict"]["counts"]["ran"]) == ("pass", [], 1)
 
 
 def test_acceptance_skips_every_gpu_check_and_measures_the_lab_pair_through_gloo(first_run, tmp_path):
@@ -204,6 +209,8 @@ def test_acceptance_skips_every_gpu_check_and_measures_the_lab_pair_through_gloo
     assert outcome.ok, outcome.failures
     document = results.load(results.NODE_VALIDATION, tmp_path / "latest.json")
     assert document["status"] == "pass"
+    # Every GPU input skipped and the Gloo link measured but not judged: reboot_pending is still all that ran.
+    assert (document["counts"]["ran"], document["counts"]["failed"]) == (2, 0)
     for name, node in document["nodes"].items():
         checks = node["acceptance"]["checks"]
         assert checks, name

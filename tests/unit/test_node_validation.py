@@ -92,6 +92,41 @@ def test_healthy_gpu_node_passes(tmp_path, sysfs):
     assert summary["cluster"]["versions_uniform"]["status"] == "pass"
     assert summary["cluster"]["versions_uniform"]["detail"]["driver"] == ["535.86.05"]
     assert summary["status"] == "pass"
+    # Every check ran but the pair test, which needs two nodes.
+    assert summary["counts"] == {"total": 8, "ran": 7, "passed": 7, "failed": 0, "skipped": 1}
+    assert summary["nodes"]["gpu001"]["verdict"] == {
+        "status": "pass", "reason": None, "expected": [],
+        "counts": {"total": 6, "ran": 6, "passed": 6, "failed": 0, "skipped": 0}}
+
+
+def test_a_node_expected_to_have_gpus_where_none_was_found_is_incomplete_not_pass(tmp_path, sysfs):
+    # An empty PCI bus, as on the lab: every GPU and RDMA check skips, reboot_pending alone runs.
+    run, summary = validate(tmp_path, sysfs, extra={"node_validation_expect": ["gpu"]})
+    assert run.returncode != 0
+    results.validate(results.NODE_VALIDATION, summary)
+    assert summary["status"] == "incomplete"
+    assert summary["counts"] == {"total": 8, "ran": 1, "passed": 1, "failed": 0, "skipped": 7}
+    verdict = summary["nodes"]["gpu001"]["verdict"]
+    assert (verdict["status"], verdict["expected"]) == ("incomplete", ["gpu"])
+    assert verdict["reason"] == ("node_validation_expect has gpu, but none of its 4 GPU checks ran (nvidia_smi: no NVIDIA "
+                                 "GPU found on the PCI bus (vendor 0x10de); peermem_loaded, gpudirect_route, "
+                                 "gpu_nic_topology: no NVIDIA GPU on this node)")
+    said = " ".join(run.stdout.split())
+    assert "Node validation incomplete: 1 of 8 checks ran, 7 skipped: gpu001 incomplete (node_validation_expect has gpu" in said
+    # Where the inventory expects nothing, the same node passes on what ran, and says how little that was.
+    again = tmp_path / "again"
+    again.mkdir()
+    run, summary = validate(again, sysfs)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert (summary["status"], summary["counts"]["ran"], summary["counts"]["skipped"]) == ("pass", 1, 7)
+    assert "node validation: pass: 1 of 8 checks ran, 7 skipped" in run.stdout
+
+
+def test_an_unknown_expectation_is_refused_before_anything_runs(tmp_path, sysfs):
+    run, summary = validate(tmp_path, sysfs, extra={"node_validation_expect": ["gpus"]})
+    assert run.returncode != 0 and summary is None
+    said = " ".join(run.stdout.split())
+    assert "node_validation_expect" in said and "gpu, rdma" in said, run.stdout[-3000:]
 
 
 def test_missing_gpu_and_peermem_fail_after_the_summary_is_written(tmp_path, sysfs):
@@ -109,7 +144,8 @@ def test_missing_gpu_and_peermem_fail_after_the_summary_is_written(tmp_path, sys
         "not loaded (no peer-memory client registered); dmabuf: the NVIDIA kernel module is not loaded (no "
         "/proc/driver/nvidia/version)")}
     assert summary["status"] == "fail"
-    assert "Node validation failed" in run.stdout
+    assert summary["nodes"]["gpu001"]["verdict"]["reason"].startswith("failed: nvidia_smi, peermem_loaded, gpudirect_route")
+    assert "Node validation fail: " in run.stdout
 
 
 def test_unreadable_topology_fails_its_own_check(tmp_path, sysfs):

@@ -79,6 +79,22 @@ def test_a_host_is_recorded_then_left_out_until_its_inputs_change(tmp_path):
     assert "its inputs changed since" in said(provision(tmp_path, project, openmpi_mca_params={"btl": "^openib"}))
 
 
+def test_a_corrupt_record_is_provisioned_again_and_named_corrupt(tmp_path):
+    inputs = yaml.safe_load((PROJECT / "roles" / "provisioned" / "vars" / "main.yml").read_text())["_provisioned_project_inputs"]
+    project = tree(tmp_path / "project", {f"{name}/.keep" if "." not in name else name: "" for name in inputs})
+    record = tmp_path / "facts.d" / "hpcml_provisioned.fact"
+    record.parent.mkdir()
+    # Cut short as a full disk or a power loss leaves it (neither JSON nor INI), then empty (setup reads it as {}).
+    for text, problem in (('{\n    "digest": "3f2a', "it is neither JSON nor INI"), ("", "it holds no digest and time")):
+        record.write_text(text)
+        run = provision(tmp_path, project)
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert f'"provisioned by this run: its record {record} is corrupt ({problem})"' in said(run), said(run)
+        # Provisioned again, the record is whole again and the next run leaves the host out.
+        assert len(json.loads(record.read_text())["digest"]) == 64
+        assert "skipped by this run: provisioned " in said(provision(tmp_path, project))
+
+
 def test_every_role_the_provisioning_plays_run_has_its_settings_hashed():
     listed = set(yaml.safe_load((PROJECT / "roles" / "provisioned" / "vars" / "main.yml").read_text())["_provisioned_roles"])
     run = set()

@@ -29,9 +29,9 @@ RAW_BANDWIDTH = "raw-bandwidth"
 KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE, NODE_VALIDATION, JOB, RAW_BANDWIDTH)
 SCHEMA_VERSION = 2
 # Kinds whose schema has a version of its own; the others (and the campaign file) are at SCHEMA_VERSION.
-SCHEMA_VERSIONS = {JOB: 1, NODE_VALIDATION: 3}
+SCHEMA_VERSIONS = {JOB: 1, NODE_VALIDATION: 4}
 # Older versions still read (validated against their own schema), for documents written before the current one.
-READ_VERSIONS = {NODE_VALIDATION: (2,)}
+READ_VERSIONS = {NODE_VALIDATION: (2, 3)}
 # What a run's raw/ holds: one file per rank for training, one file for an allreduce sweep (beside it, the link's
 # raw bandwidth where it was measured).
 SWEEP_JSON = "allreduce.json"
@@ -85,7 +85,7 @@ def validate(kind: str, document: dict[str, Any], source: str = "document") -> N
     if kind == CAMPAIGN:
         version = version_of(kind)
     elif version not in supported:
-        said = " or ".join(str(v) for v in supported)
+        said = " or ".join(filter(None, (", ".join(str(v) for v in supported[:-1]), str(supported[-1]))))
         raise ResultError(f"{source}: schema_version {version!r} is not the supported {said}")
     validator = jsonschema.Draft202012Validator(schema(kind, version), registry=_registry())
     errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))

@@ -305,21 +305,7 @@ _NUMBER = (int, float)
 
 
 def _typed(value, path: str, kind):
-    """A document's value when it has the type nccl-tests writes at `path`, or is absent; ParseError naming the path
-    and both types otherwise (a bool is no number, though Python counts it as an int)."""
-    if value is None or (isinstance(value, kind) and not (isinstance(value, bool) and bool not in _tuple(kind))):
-        return value
-    names = " or ".join(dict.fromkeys(_JSON_NAMES.get(k, k.__name__) for k in _tuple(kind)))
-    raise parsing.ParseError(f"{TOOL}: the document's {path} is {_JSON_NAMES.get(type(value), type(value).__name__)}, "
-                             f"not {names}")
-
-
-_JSON_NAMES = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
-               bool: "a boolean"}
-
-
-def _tuple(kind) -> tuple:
-    return kind if isinstance(kind, tuple) else (kind,)
+    return parsing.json_typed(TOOL, value, path, kind)
 
 
 def _parse_document(text: str) -> dict:

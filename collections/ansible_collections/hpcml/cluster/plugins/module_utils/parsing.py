@@ -20,7 +20,7 @@ MAX_JSON_DEPTH = 64
 # The longest integer a tool here prints: a 64-bit counter has 20 digits. Python's int() refuses 4300 and more.
 MAX_DIGITS = 20
 # ASCII only: str.isdigit() and re's \d accept '²' or '٣', which int() refuses or reads as a number no tool prints.
-_COUNT = re.compile(r"[0-9]{1,%d}" % MAX_DIGITS)
+_COUNT = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")
 # A decimal as C's printf writes it ("%7.2f", "%g"), at most 40 characters: "1e308" and a 5 MB run of digits are
 # both read by float(), the second as infinity.
 _DECIMAL = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?")
@@ -164,6 +164,22 @@ def json_depth(tool: str, value) -> None:
             if depth > MAX_JSON_DEPTH:
                 raise ParseError(f"{tool}: the JSON nests deeper than {MAX_JSON_DEPTH} levels, deeper than any run's")
             todo.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+
+
+# JSON's names for the types json.loads gives.
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
+               bool: "a boolean", type(None): "null"}
+
+
+def json_typed(tool: str, value, path: str, kind):
+    """A loaded document's value when it has the type (or one of the types) the tool writes at `path`, or is absent
+    (null); ParseError naming the path and both types otherwise. A bool is no number, though Python counts it an int."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if value is None or (isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))):
+        return value
+    wanted = " or ".join(dict.fromkeys(_JSON_TYPES.get(k, k.__name__) for k in kinds))
+    raise ParseError(f"{tool}: the document's {path} is {_JSON_TYPES.get(type(value), type(value).__name__)}, "
+                     f"not {wanted}")
 
 
 def _short(value) -> str:

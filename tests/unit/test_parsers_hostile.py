@@ -17,6 +17,7 @@ from test_dcgm import dcgm4_document
 from test_nccl import document as nccl_document
 
 from ansible_collections.hpcml.cluster.plugins.module_utils import (
+    acceptance,
     dcgm,
     gpu,
     gpu_errors,
@@ -452,11 +453,28 @@ def test_a_hostile_json_busbw_is_never_ok(value, index, block):
 
 @HOSTILE
 @given(value=st.sampled_from(HOSTILE_NUMBERS), element=st.sampled_from(("dram_uncorrectable", "sram_correctable",
-                                                                        "remapped_row_unc", "max_link_width")))
+                                                                        "remapped_row_unc", "max_link_width",
+                                                                        "performance_state")))
 def test_a_hostile_gpu_counter_is_never_read_as_a_count(value, element):
     text = (FIXTURES / SMI_XML).read_text()
     found = re.search(rf"<{element}>([^<]*)</{element}>", text)
     assert found, element
+    value = "P" + value if element == "performance_state" else value
     counters = reads(gpu.gpu_counters, text.replace(found.group(0), f"<{element}>{value}</{element}>"), list)
     # N/A (or nothing) is what the driver writes where it reports nothing: None, never a number.
     assert counters is None or value in ("N/A", "")
+
+
+@HOSTILE
+@given(data=st.data())
+def test_the_judges_read_whatever_the_parsers_return(data):
+    """The judges of acceptance read a parser's data as it is: a parser's output never crashes its judge."""
+    statuses = ("pass", "fail", "skip")
+    counters = reads(gpu.gpu_counters, data.draw(mutated_text("nvidia-smi-q-x.*")), list)
+    for judge in (acceptance.judge_ecc, acceptance.judge_memory_repair, acceptance.judge_clock_events,
+                  acceptance.judge_pcie_link):
+        assert counters is None or judge(counters)["status"] in statuses
+    nvlink = reads(gpu_errors.parse_nvlink_errors, data.draw(mutated_text("nvidia-smi-nvlink-e.*")))
+    assert nvlink is None or acceptance.judge_nvlink_errors(nvlink)["status"] in statuses
+    diagnostic = reads(dcgm.parse_dcgmi_diag, data.draw(mutated_text("dcgmi-diag.*")), dict, DCGM_STATUSES)
+    assert diagnostic is None or acceptance.judge_dcgm({"parsed": diagnostic, "level": 2, "rc": 0})["status"] in statuses

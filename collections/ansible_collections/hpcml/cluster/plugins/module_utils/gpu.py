@@ -168,6 +168,15 @@ def _clock_events(gpu: ET.Element, text: str) -> dict[str, bool | None]:
     return dict.fromkeys(CLOCK_EVENT_REASONS)
 
 
+def _performance_state(gpu: ET.Element, text: str) -> str | None:
+    """'P0' to 'P15' (NVML's P-states) or 'Unknown'; None where the driver reports none."""
+    value = _text(gpu, "performance_state")
+    if value is not None and value != "Unknown" and not re.fullmatch(r"P[0-9]{1,2}", value):
+        raise parsing.fail(SMI_XML, f"<performance_state> of GPU {gpu.get('id')} is {parsing.excerpt(value, 40)}, "
+                           "not a P-state like P0", text)
+    return value
+
+
 def _width(gpu: ET.Element, path: str, text: str) -> int | None:
     """'16x' -> 16."""
     return _matched(gpu, path, r"^([0-9]{1,20})x$", "a width like 16x", text)
@@ -186,7 +195,7 @@ def gpu_counters(text: str) -> list[dict]:
         counters.append({
             "pci_bus_id": gpu.get("id"),
             "name": _text(gpu, "product_name"),
-            "performance_state": _text(gpu, "performance_state"),
+            "performance_state": _performance_state(gpu, text),
             "ecc": {
                 "volatile_uncorrectable": _sum(gpu, tuple(f"ecc_errors/volatile/{p}" for p in _UNCORRECTABLE), text),
                 "aggregate_uncorrectable": _sum(gpu, tuple(f"ecc_errors/aggregate/{p}" for p in _UNCORRECTABLE), text),

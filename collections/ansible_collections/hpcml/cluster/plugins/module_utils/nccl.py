@@ -248,7 +248,8 @@ def _row(line: str, columns: dict):
     if len(tokens) < width + 3:
         return None
     head, measured = tokens[:-width], tokens[-width:]
-    if len(head) > len(columns["operation"]) or not head[0].isdigit() or not head[1].isdigit():
+    # Its first two cells are digits (_ROW_START); parsing.count refuses more of them than any size has.
+    if len(head) > len(columns["operation"]):
         return None
     # An operation without a reduction (alltoall before 2.13) leaves the redop cell empty: the cells it has are
     # named by what they hold, a root being a number.
@@ -300,7 +301,7 @@ def _measured(block: dict, where: str) -> dict:
 # The JSON document (-J, nccl-tests 2.17.3 and later; src/util.cu). Booleans are written as the strings "true" and
 # "false", NaN as "nan", and before 2.17.9 the average was spelt "average_bus_bandwidith" / "bandwidith".
 _AVERAGE_KEYS = (("average_bus_bandwidth", "bandwidth"), ("average_bus_bandwidith", "bandwidith"))
-# What each member of the document holds, as src/util.cu writes it; absent (null) is always allowed.
+# What json.loads gives for a JSON number.
 _NUMBER = (int, float)
 
 
@@ -315,8 +316,8 @@ def _parse_document(text: str) -> dict:
     errors, cut = [], []
     args = _typed(document.get("args"), "args", list) or []
     test = _test_name(os.path.basename(args[0])) if args and isinstance(args[0], str) else None
-    code = _typed(document.get("nccl_version"), "nccl_version", int)
-    version = nccl_version(code) if code is not None and 0 < code < 10 ** 9 else None
+    code = _count(document.get("nccl_version"), "nccl_version")
+    version = nccl_version(code) if code else None
     config = _typed(document.get("config"), "config", dict)
     devices = _typed((config or {}).get("devices"), "config.devices", list) or []
     ranks = [_document_rank(device, f"config.devices[{index}]") for index, device in enumerate(devices)]
@@ -383,7 +384,8 @@ def _document_rank(device, path: str) -> dict:
 
 
 def _document_row(result: dict, path: str) -> dict:
-    root = str(_typed(result.get("root"), f"{path}.root", (str, int)) or "").strip()
+    root = _typed(result.get("root"), f"{path}.root", (str, int))
+    root = "" if root is None else str(root).strip()
     redop = _typed(result.get("redop"), f"{path}.redop", str)
     return {
         "size_bytes": _count(result.get("size"), f"{path}.size"),
@@ -419,11 +421,14 @@ def _count(value, path: str):
     value = _typed(value, path, _NUMBER)
     if value is None:
         return None
-    if value != int(parsing.measure(value, f"{TOOL}: the document's {path}")):
+    parsing.measure(value, f"{TOOL}: the document's {path}")
+    if isinstance(value, float) and not value.is_integer():
         raise parsing.ParseError(f"{TOOL}: the document's {path} is {value}, not a whole number")
     return int(value)
 
 
 def _wrong(value, path: str):
     """Wrong elements or out-of-bounds values, a count written as a double; None where not checked."""
-    return None if value is None else int(parsing.measure(_typed(value, path, _NUMBER), f"{TOOL}: the document's {path}"))
+    if value is None:
+        return None
+    return int(parsing.measure(_typed(value, path, _NUMBER), f"{TOOL}: the document's {path}"))

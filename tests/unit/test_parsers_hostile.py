@@ -210,6 +210,17 @@ def test_loaded_json_nested_100000_deep_raises_parse_error():
         dcgm.parse_dcgmi_diag(document)
 
 
+def test_a_loaded_document_that_json_cannot_hold_raises_parse_error():
+    document = dcgm4_document()
+    document["metadata"]["gpus"] = {0, 1}
+    with pytest.raises(parsing.ParseError, match="the document given is not JSON"):
+        dcgm.parse_dcgmi_diag(document)
+    document = dcgm4_document()
+    document["metadata"]["self"] = document
+    with pytest.raises(parsing.ParseError, match="nests deeper than"):
+        dcgm.parse_dcgmi_diag(document)
+
+
 def test_the_json_bounds_are_far_above_the_real_documents():
     dcgm_text = recorded("dcgmi-diag.*.json")[0][1]
     for text in (nccl_document(), dcgm_text[dcgm_text.index("{"):], json.dumps(dcgm4_document())):

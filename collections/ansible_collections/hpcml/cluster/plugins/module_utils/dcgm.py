@@ -313,13 +313,13 @@ def _json_test(entry: dict, category: str | None, gpus: set, path: str) -> tuple
     for number, result in enumerate(_typed(entry.get("results"), f"{path}.results", list) or []):
         if not isinstance(result, dict):
             continue
-        where = f"{path}.results[{number}]"
+        at = f"{path}.results[{number}]"
         status = _result(str(result.get("status", "")))
         results.append(status)
         if "entity_id" in result:
-            ids = _ids(result["entity_id"], f"{where}.entity_id") if result.get("entity_group", "GPU") == "GPU" else []
+            ids = _ids(result["entity_id"], f"{at}.entity_id") if result.get("entity_group", "GPU") == "GPU" else []
         else:
-            ids = _ids(result.get("gpu_ids", result.get("gpu_id")), f"{where}.gpu_ids")
+            ids = _ids(result.get("gpu_ids", result.get("gpu_id")), f"{at}.gpu_ids")
         for gpu in ids:
             test["gpus"][gpu] = status
             gpus.add(gpu)
@@ -461,8 +461,13 @@ def parse_dcgmi_diag(output: str | dict, level: int | None = None) -> dict:
     """
     if isinstance(output, dict):
         parsing.json_depth(TOOL, output)
+        try:
+            text = json.dumps(output)
+        except (TypeError, ValueError) as error:
+            raise parsing.ParseError(f"{TOOL}: the document given is not JSON ({error})") from None
         report, warnings = _new_report("json", level), []
-        incomplete = _parse_json(output, json.dumps(output, default=repr), report, warnings)
+        # Read back as text would be: keys are strings, and nothing but JSON's types is left.
+        incomplete = _parse_json(json.loads(text), text, report, warnings)
         return _judge(report, warnings, incomplete)
     if not isinstance(output, str):
         raise parsing.ParseError(f"{TOOL}: expected its output as text or loaded JSON, got {type(output).__name__}")

@@ -14,8 +14,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # The most a tool's output may hold. The largest recorded output is 75 kB (`nvidia-smi -q -x` of one GPU, so ~600 kB
 # for eight); nccl-tests over 1440 GPUs prints one ~100-character rank line each. 16 MiB is far above any run's.
 MAX_OUTPUT_CHARS = 16 * 1024 * 1024
-# nccl-tests' -J document nests 4 deep and dcgmi's -j 6 (objects and arrays); 64 is far beyond either and far below
-# the recursion that json and the parsers' walks would run into.
+# nccl-tests' -J document nests 4 deep and dcgmi's -j 8 (objects and arrays, to a test result's fields; 10 to the
+# objects of a warnings list); 64 is far beyond either and far below the recursion that json and the parsers' walks
+# would run into.
 MAX_JSON_DEPTH = 64
 # The longest integer a tool here prints: a 64-bit counter has 20 digits. Python's int() refuses 4300 and more.
 MAX_DIGITS = 20

@@ -36,10 +36,11 @@ _ROW = re.compile(r"^\|(?P<name>.*?)\|(?P<value>.*)\|$")
 # The last row of a paste that stopped in the middle of the line.
 _OPEN_ROW = re.compile(r"^\|(?P<name>[^|]*)\|(?P<value>[^|]*)$")
 # Up to 3.x: "Pass", "Pass - All", "Fail - GPU: 1", "Pass - GPUs: 0, 2, 3".
-_GROUP = re.compile(r"^(?P<result>Pass|Fail|Warn|Skip|Not Run)(?: - (?:All|GPUs?: (?P<ids>\d+(?:, *\d+)*)))?$")
+# GPU ids are ASCII and bounded (parsing.MAX_DIGITS): '²' or 5000 digits are no GPU, and no int() can read them.
+_GROUP = re.compile(r"^(?P<result>Pass|Fail|Warn|Skip|Not Run)(?: - (?:All|GPUs?: (?P<ids>[0-9]{1,20}(?:, *[0-9]{1,20})*)))?$")
 # From 4.0: "GPU0: Pass" under the test's row.
-_ENTITY = re.compile(r"^(?P<group>[A-Za-z_]+)(?P<id>\d+): (?P<result>Pass|Fail|Warn|Skip|Not Run)$")
-_MESSAGE = re.compile(r"^(?P<kind>Warning|Error|Info)(?:: (?P<group>[A-Za-z_]+)(?P<id>\d+))?$")
+_ENTITY = re.compile(r"^(?P<group>[A-Za-z_]+)(?P<id>[0-9]{1,20}): (?P<result>Pass|Fail|Warn|Skip|Not Run)$")
+_MESSAGE = re.compile(r"^(?P<kind>Warning|Error|Info)(?:: (?P<group>[A-Za-z_]+)(?P<id>[0-9]{1,20}))?$")
 _LEVEL = re.compile(r"dcgmi\s+diag\b.*?(?:-r|--run)[ =]?(?P<level>[1-4])\b")
 # Where dcgmi wraps a message: the result column holds 45 characters of it from column 30 on.
 _CHUNK_START, _CHUNK = 30, 45
@@ -279,33 +280,15 @@ def _parse_text(text: str, level: int | None) -> dict:
 
 # ---------------------------------------------------------------------------------------------------- JSON
 
-def _cut_short(document: str) -> bool:
-    """Whether the document ends inside an object, array or string: the output stopped early."""
-    depth = 0
-    in_string = escaped = False
-    for char in document:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-    return in_string or depth > 0
-
-
-def _ids(value) -> list:
+def _ids(value, path: str) -> list:
+    """GPU ids as dcgmi writes them (a number, or "0, 2, 3"), each a count; ParseError naming the path otherwise."""
     if value is None:
         return []
-    if isinstance(value, int):
-        return [str(value)]
-    return [part.strip() for part in str(value).split(",") if part.strip()]
+    parts = [part.strip() for part in str(value).split(",") if part.strip()]
+    for part in parts:
+        if not parsing.is_count(part):
+            raise parsing.ParseError(f"{TOOL}: the document's {path} holds {part[:40]!r}, not a GPU id")
+    return [str(int(part)) for part in parts]
 
 
 def _texts(value) -> list:
@@ -320,26 +303,31 @@ def _texts(value) -> list:
     return [text for item in value for text in _texts(item)]
 
 
-def _json_test(entry: dict, category: str | None, gpus: set) -> tuple:
+def _typed(value, path: str, kind):
+    return parsing.json_typed(TOOL, value, path, kind)
+
+
+def _json_test(entry: dict, category: str | None, gpus: set, path: str) -> tuple:
     test = _new_test(str(entry.get("name")), category)
     warnings, infos, results = [], [], []
-    for result in entry.get("results") or []:
+    for number, result in enumerate(_typed(entry.get("results"), f"{path}.results", list) or []):
         if not isinstance(result, dict):
             continue
+        at = f"{path}.results[{number}]"
         status = _result(str(result.get("status", "")))
         results.append(status)
         if "entity_id" in result:
-            ids = [str(result["entity_id"])] if result.get("entity_group", "GPU") == "GPU" else []
+            ids = _ids(result["entity_id"], f"{at}.entity_id") if result.get("entity_group", "GPU") == "GPU" else []
         else:
-            ids = _ids(result.get("gpu_ids", result.get("gpu_id")))
+            ids = _ids(result.get("gpu_ids", result.get("gpu_id")), f"{at}.gpu_ids")
         for gpu in ids:
             test["gpus"][gpu] = status
             gpus.add(gpu)
         where = f" (GPU {', '.join(ids)})" if ids else ""
         warnings.extend(f"Warning{where}: {text}" for text in _texts(result.get("warnings")))
         infos.extend(f"Info{where}: {text}" for text in _texts(result.get("info")))
-    summary = entry.get("test_summary")
-    if isinstance(summary, dict) and summary.get("status"):
+    summary = _typed(entry.get("test_summary"), f"{path}.test_summary", dict)
+    if summary and summary.get("status"):
         test["result"] = _result(str(summary["status"]))
         for text in _texts(summary.get("warnings")):
             if not any(seen.endswith(": " + text) for seen in warnings):
@@ -361,37 +349,41 @@ def _parse_json(document, text: str, report: dict, warnings: list) -> list:
     key = next((name for name in ("DCGM Diagnostic", "DCGM GPU Diagnostic") if name in document), None)
     if key is None:
         raise parsing.fail(TOOL, 'the JSON has neither "DCGM Diagnostic" nor "DCGM GPU Diagnostic"', text)
-    body = document[key] or {}
-    metadata = document.get("metadata") or {}
-    report["dcgm_version"] = metadata.get("version") or body.get("version") or None
-    report["driver_version"] = (metadata.get("Driver Version Detected") or body.get("Driver Version Detected")
-                                or None)
+    body = _typed(document[key], f'"{key}"', dict) or {}
+    metadata = _typed(document.get("metadata"), "metadata", dict) or {}
+    for field, name in (("dcgm_version", "version"), ("driver_version", "Driver Version Detected")):
+        report[field] = (_typed(metadata.get(name), f'metadata."{name}"', str)
+                         or _typed(body.get(name), f'"{key}"."{name}"', str) or None)
     if body.get("runtime_error"):
         report["errors"].append(f"runtime_error: {body['runtime_error']}")
     if body.get("Warning"):
         warnings.append(f"Warning: {body['Warning']}")
 
     gpus = set()
-    for group in document.get("entity_groups") or []:
+    for number, group in enumerate(_typed(document.get("entity_groups"), "entity_groups", list) or []):
         if isinstance(group, dict) and group.get("entity_group") == "GPU":
-            gpus.update(str(entity.get("entity_id")) for entity in group.get("entities") or [])
+            path = f"entity_groups[{number}].entities"
+            for index, entity in enumerate(_typed(group.get("entities"), path, list) or []):
+                gpus.update(_ids((_typed(entity, f"{path}[{index}]", dict) or {}).get("entity_id"),
+                                 f"{path}[{index}].entity_id"))
     categories = []
-    for category in body.get("test_categories") or []:
+    for number, category in enumerate(_typed(body.get("test_categories"), f'"{key}".test_categories', list) or []):
         if not isinstance(category, dict):
             continue
-        name = category.get("category")
+        path = f'"{key}".test_categories[{number}]'
+        name = _typed(category.get("category"), f"{path}.category", str)
         categories.append(name)
         # DCGM 3.1 wrote null between tests (its test array indexed by plugin); they hold nothing.
-        for entry in category.get("tests") or []:
+        for index, entry in enumerate(_typed(category.get("tests"), f"{path}.tests", list) or []):
             if not isinstance(entry, dict):
                 continue
-            test, test_warnings = _json_test(entry, name, gpus)
+            test, test_warnings = _json_test(entry, name, gpus, f"{path}.tests[{index}]")
             report["tests"].append(test)
             target = report["errors"] if test["result"] == "fail" else warnings
             target.extend(f"{test['name']}: {message}" for message in test_warnings)
     if not report["tests"] and not report["errors"]:
         raise parsing.fail(TOOL, "a JSON document without a single test", text)
-    report["gpus"] = sorted(int(gpu) for gpu in gpus if gpu.isdigit())
+    report["gpus"] = sorted(int(gpu) for gpu in gpus)
     wanted = LEVEL_CATEGORIES.get(report["level"], ())
     missing = [name for name in wanted if name not in categories]
     if report["tests"] and missing:
@@ -412,9 +404,13 @@ def _parse_json_text(text: str, level: int | None) -> dict:
     _stray_lines(text[:start].splitlines(), report, warnings)
     document_text = text[start:]
     try:
-        document, end = json.JSONDecoder().raw_decode(document_text)
+        document, end = parsing.decode_json(TOOL, document_text)
+    except parsing.ParseError:
+        raise
     except ValueError as error:
-        if not _cut_short(document_text):
+        depth, in_string = parsing.json_nesting(TOOL, document_text)
+        # A document that ends inside an object, array or string: the output stopped early.
+        if not (in_string or depth > 0):
             raise parsing.fail(TOOL, f"the JSON does not parse ({error})", text) from None
         # What the cut document still shows of a failure keeps the run from reading as merely unfinished.
         if re.search(r'"status"\s*:\s*"(?:Fail|FAIL)"', document_text):
@@ -464,12 +460,18 @@ def parse_dcgmi_diag(output: str | dict, level: int | None = None) -> dict:
     incomplete.
     """
     if isinstance(output, dict):
+        parsing.json_depth(TOOL, output)
+        try:
+            text = json.dumps(output)
+        except (TypeError, ValueError) as error:
+            raise parsing.ParseError(f"{TOOL}: the document given is not JSON ({error})") from None
         report, warnings = _new_report("json", level), []
-        incomplete = _parse_json(output, json.dumps(output), report, warnings)
+        # Read back as text would be: keys are strings, and nothing but JSON's types is left.
+        incomplete = _parse_json(json.loads(text), text, report, warnings)
         return _judge(report, warnings, incomplete)
     if not isinstance(output, str):
         raise parsing.ParseError(f"{TOOL}: expected its output as text or loaded JSON, got {type(output).__name__}")
-    text = parsing.strip_ansi(output)
+    text = parsing.strip_ansi(parsing.bounded(TOOL, output))
     if not text.strip():
         raise parsing.fail(TOOL, "empty", text)
     lines = [line.strip() for line in text.splitlines()]

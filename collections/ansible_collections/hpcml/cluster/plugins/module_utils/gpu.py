@@ -13,11 +13,12 @@ SMI_TOPO = "nvidia-smi topo -m"
 # Columns of `topo -m` that follow the device columns, in the order drivers print them.
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 # Link types: self, NVLink bonds, then PCIe paths from nearest to farthest (SOC is SYS before driver 384).
-_LINK = r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC"
+# ASCII digits, at most 3: no GPU has more NVLinks than that writes ('NV٣' or a 5000-digit bond is no link).
+_LINK = r"X|NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS|SOC"
 LINK = re.compile(rf"^({_LINK})$")
 # Link types with no gap between them: a terminal that wraps a long row swallows the tab at its right edge.
 GLUED_LINKS = re.compile(rf"^(?:{_LINK})+$")
-GLUED_DEVICES = re.compile(r"^(?:(?:GPU|NIC)\d+){2,}$")
+GLUED_DEVICES = re.compile(r"^(?:(?:GPU|NIC)[0-9]+){2,}$")
 # GitHub drops the ESC byte of the header's underline, leaving "[4m" and "[0m" in pasted output.
 _BARE_SGR = re.compile(r"\[[0-9;]*m")
 # A header's words: an affinity column's name, or a device column.
@@ -40,29 +41,29 @@ def _mib(value):
     """'81559 MiB' -> 81559; None when absent."""
     if not value:
         return None
-    match = re.match(r"^\s*(\d+)\s*MiB", value)
+    match = re.match(r"^\s*([0-9]{1,20})\s*MiB", value)
     return int(match.group(1)) if match else None
 
 
 def _minor_number(gpu: ET.Element) -> int | None:
     """The N of /dev/nvidiaN; None where the driver has no device file (Windows prints N/A)."""
     value = _text(gpu, "minor_number")
-    return int(value) if value is not None and value.isdigit() else None
+    return int(value) if parsing.is_count(value) else None
 
 
 def _attached(root: ET.Element, text: str) -> int | None:
     value = _text(root, "attached_gpus")
     if value is None:
         return None
-    if not value.isdigit():
-        raise parsing.fail(SMI_XML, f"<attached_gpus> is {value!r}, not a count", text)
+    if not parsing.is_count(value):
+        raise parsing.fail(SMI_XML, f"<attached_gpus> is {parsing.excerpt(value, 40)}, not a count", text)
     return int(value)
 
 
 def _document(text: str) -> tuple[ET.Element, list[ET.Element], int | None]:
     """The root of a `-q -x` document, its <gpu> elements and <attached_gpus>; ParseError when it holds no GPU."""
     try:
-        root = ET.fromstring(text)
+        root = ET.fromstring(parsing.bounded(SMI_XML, text))
     except ET.ParseError as error:
         # Also a document cut short: the error names the line where it ends.
         raise parsing.fail(SMI_XML, f"not XML ({error})", text) from None
@@ -134,12 +135,12 @@ def _matched(gpu: ET.Element, path: str, pattern: str, what: str, text: str) -> 
         return None
     match = re.match(pattern, value)
     if not match:
-        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {value!r}, not {what}", text)
+        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {parsing.excerpt(value, 40)}, not {what}", text)
     return int(match.group(1))
 
 
 def _count(gpu: ET.Element, path: str, text: str) -> int | None:
-    return _matched(gpu, path, r"^(\d+)(?:\s*bank\(s\))?$", "a count", text)
+    return _matched(gpu, path, r"^([0-9]{1,20})(?:\s*bank\(s\))?$", "a count", text)
 
 
 def _flag(gpu: ET.Element, path: str, text: str, yes: str = "Yes", no: str = "No") -> bool | None:
@@ -147,7 +148,8 @@ def _flag(gpu: ET.Element, path: str, text: str, yes: str = "Yes", no: str = "No
     if value is None:
         return None
     if value not in (yes, no):
-        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {value!r}, neither {yes} nor {no}", text)
+        raise parsing.fail(SMI_XML, f"<{path}> of GPU {gpu.get('id')} is {parsing.excerpt(value, 40)}, neither {yes} nor {no}",
+                           text)
     return value == yes
 
 
@@ -166,9 +168,18 @@ def _clock_events(gpu: ET.Element, text: str) -> dict[str, bool | None]:
     return dict.fromkeys(CLOCK_EVENT_REASONS)
 
 
+def _performance_state(gpu: ET.Element, text: str) -> str | None:
+    """'P0' to 'P15' (NVML's P-states) or 'Unknown'; None where the driver reports none."""
+    value = _text(gpu, "performance_state")
+    if value is not None and value != "Unknown" and not re.fullmatch(r"P[0-9]{1,2}", value):
+        raise parsing.fail(SMI_XML, f"<performance_state> of GPU {gpu.get('id')} is {parsing.excerpt(value, 40)}, "
+                           "not a P-state like P0", text)
+    return value
+
+
 def _width(gpu: ET.Element, path: str, text: str) -> int | None:
     """'16x' -> 16."""
-    return _matched(gpu, path, r"^(\d+)x$", "a width like 16x", text)
+    return _matched(gpu, path, r"^([0-9]{1,20})x$", "a width like 16x", text)
 
 
 def gpu_counters(text: str) -> list[dict]:
@@ -184,7 +195,7 @@ def gpu_counters(text: str) -> list[dict]:
         counters.append({
             "pci_bus_id": gpu.get("id"),
             "name": _text(gpu, "product_name"),
-            "performance_state": _text(gpu, "performance_state"),
+            "performance_state": _performance_state(gpu, text),
             "ecc": {
                 "volatile_uncorrectable": _sum(gpu, tuple(f"ecc_errors/volatile/{p}" for p in _UNCORRECTABLE), text),
                 "aggregate_uncorrectable": _sum(gpu, tuple(f"ecc_errors/aggregate/{p}" for p in _UNCORRECTABLE), text),
@@ -261,7 +272,7 @@ def _header(lines: list[str], text: str) -> tuple[int, list[str], list[str]]:
         split = next((i for i, word in enumerate(words) if word in AFFINITY_COLUMNS), len(words))
         devices, columns = [], words[split:]
         for word in words[:split]:
-            devices.extend(re.findall(r"(?:GPU|NIC)\d+", word) if GLUED_DEVICES.match(word) else [word])
+            devices.extend(re.findall(r"(?:GPU|NIC)[0-9]+", word) if GLUED_DEVICES.match(word) else [word])
         if any(LINK.match(device) for device in devices):
             continue  # the GPU0 row, not a header
         where = f"line {number + 1} (the header)"
@@ -272,7 +283,7 @@ def _header(lines: list[str], text: str) -> tuple[int, list[str], list[str]]:
         if list(columns) != [c for c in AFFINITY_COLUMNS if c in columns] or len(set(columns)) != len(columns):
             raise parsing.fail(SMI_TOPO, f"{where} lists {', '.join(columns)}, not in the order nvidia-smi prints",
                                text)
-        gpus = [device for device in devices if device.startswith("GPU") and device[3:].isdigit()]
+        gpus = [device for device in devices if device.startswith("GPU") and parsing.is_count(device[3:])]
         if devices[:len(gpus)] != [f"GPU{i}" for i in range(len(gpus))] or len(set(devices)) != len(devices):
             raise parsing.fail(SMI_TOPO, f"{where} names its devices {' '.join(devices)}, not GPU0..GPU{len(gpus) - 1} "
                                "then each other device once", text)
@@ -362,7 +373,7 @@ def parse_topo_matrix(text: str) -> dict:
     """`nvidia-smi topo -m`: the link between every pair of GPUs/NICs, each GPU's CPU and NUMA affinity and each NIC
     column's RDMA device. Reads it as printed (tabs) or pasted (spaces); raises ParseError, naming the output and
     the line, on anything it cannot read."""
-    lines = _BARE_SGR.sub("", parsing.strip_ansi(text)).splitlines()
+    lines = _BARE_SGR.sub("", parsing.strip_ansi(parsing.bounded(SMI_TOPO, text))).splitlines()
     header, devices, columns = _header(lines, text)
     links, affinity = {}, {}
     for number, line in enumerate(lines[header + 1:], start=header + 2):

@@ -12,7 +12,7 @@ KERNEL_LOG = "kernel log"
 SMI_NVLINK_ERRORS = "nvidia-smi nvlink -e"
 # The driver's line for an Xid event, wherever dmesg, journalctl or syslog put it in their own prefix:
 # "NVRM: Xid (PCI:0000:44:00): 79, pid=..., name=..., GPU has fallen off the bus." (NVIDIA's Xid catalog).
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+)(?:, (?P<text>.*))?$")
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>[0-9]+)(?:, (?P<text>.*))?$")
 # Drivers from 570 on also print the loss of a GPU over several lines without an Xid
 # ("NVRM: The NVIDIA GPU 0000:b3:00.0 ... has fallen off the bus"): the same event as Xid 79.
 _FALLEN_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f:.]+)\s*$")
@@ -51,14 +51,14 @@ def parse_xid(text: str) -> dict:
     """Xid events in kernel log text (dmesg, journalctl -k): each with its GPU's PCI address, number, the driver's
     words and whether it is of a fatal kind; plus the GPUs reported fallen off the bus without an Xid line. An empty
     log raises ParseError: a booted kernel has always logged something, so empty text means it could not be read."""
-    if not text.strip():
+    if not parsing.bounded(KERNEL_LOG, text).strip():
         raise parsing.fail(KERNEL_LOG, "empty", text)
     events = []
     lines = text.splitlines()
     for number, line in enumerate(lines, start=1):
         match = _XID.search(line)
         if match:
-            xid, words = int(match.group("xid")), (match.group("text") or "").strip()
+            xid, words = _count(match.group("xid"), "the Xid", number, KERNEL_LOG, text), (match.group("text") or "").strip()
             events.append({"line": number, "pci": match.group("pci"), "xid": xid, "text": words,
                            "fatal": _fatal(xid, words)})
             continue
@@ -69,8 +69,16 @@ def parse_xid(text: str) -> dict:
     return {"events": events, "fatal": [event for event in events if event["fatal"]]}
 
 
-_GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*?)(?: \(UUID: (?P<uuid>[^)]*)\))?\s*$")
-_COUNTER = re.compile(r"^\s+Link (?P<link>\d+): (?P<counter>[A-Za-z ]+?): (?P<value>\d+|N/A)\s*$")
+_GPU = re.compile(r"^GPU (?P<index>[0-9]+): (?P<name>.*?)(?: \(UUID: (?P<uuid>[^)]*)\))?\s*$")
+_COUNTER = re.compile(r"^\s+Link (?P<link>[0-9]+): (?P<counter>[A-Za-z ]+?): (?P<value>[0-9]+|N/A)\s*$")
+
+
+def _count(value: str, what: str, number: int, tool: str, text: str) -> int:
+    """A count on line `number` of a tool's output; a ParseError naming the line for one no tool prints."""
+    try:
+        return parsing.count(value, what)
+    except parsing.BadValue as error:
+        raise parsing.fail(tool, f"line {number}: {error}", text) from None
 
 
 def parse_nvlink_errors(text: str) -> dict:
@@ -78,11 +86,11 @@ def parse_nvlink_errors(text: str) -> dict:
     the first GPU line (a shell prompt) are skipped; any other line it does not know raises ParseError, as does output
     without a GPU. A GPU without a link line is kept with no links: it has no NVLink."""
     gpus: list[dict] = []
-    for line in text.splitlines():
+    for number, line in enumerate(parsing.bounded(SMI_NVLINK_ERRORS, text).splitlines(), start=1):
         gpu = _GPU.match(line)
         if gpu:
-            gpus.append({"index": int(gpu.group("index")), "name": gpu.group("name"), "uuid": gpu.group("uuid"),
-                         "links": {}})
+            gpus.append({"index": _count(gpu.group("index"), "the GPU index", number, SMI_NVLINK_ERRORS, text),
+                         "name": gpu.group("name"), "uuid": gpu.group("uuid"), "links": {}})
             continue
         if not gpus or not line.strip():
             continue
@@ -91,8 +99,9 @@ def parse_nvlink_errors(text: str) -> dict:
             raise parsing.fail(SMI_NVLINK_ERRORS, f"unexpected line {line.strip()!r} under GPU {gpus[-1]['index']}",
                                text)
         value = counter.group("value")
-        gpus[-1]["links"].setdefault(int(counter.group("link")), {})[counter.group("counter")] = (
-            None if value == "N/A" else int(value))
+        link = _count(counter.group("link"), "the link", number, SMI_NVLINK_ERRORS, text)
+        gpus[-1]["links"].setdefault(link, {})[counter.group("counter")] = (
+            None if value == "N/A" else _count(value, "the counter", number, SMI_NVLINK_ERRORS, text))
     if not gpus:
         raise parsing.fail(SMI_NVLINK_ERRORS, "no 'GPU n:' line", text)
     return {"gpus": gpus}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.hpcml.cluster.plugins.module_utils import pci
+from ansible_collections.hpcml.cluster.plugins.module_utils import parsing, pci
 
 # nvidia_peermem ships with the driver (>= 470); nv_peer_mem is the retired out-of-tree module that conflicts with it.
 MODULES = ("nvidia", "nvidia_peermem", "nv_peer_mem", "gdrdrv", "nvidia_fs", "ib_core", "mlx5_core")
@@ -51,16 +51,16 @@ def kernel_modules_flavour(version_text: str | None) -> str | None:
     """'open' or 'proprietary' from /proc/driver/nvidia/version; None when absent (driver not loaded)."""
     if version_text is None:
         return None
-    match = _FLAVOUR.search(version_text)
+    match = _FLAVOUR.search(parsing.bounded("/proc/driver/nvidia/version", version_text))
     if not match:
-        raise ValueError("/proc/driver/nvidia/version has no 'NVRM version: NVIDIA UNIX ... Kernel Module' line; it "
-                         f"began {version_text.strip()[:120]!r}")
+        raise parsing.ParseError("/proc/driver/nvidia/version has no 'NVRM version: NVIDIA UNIX ... Kernel Module' "
+                                 f"line; it began {version_text.strip()[:120]!r}")
     return "open" if match.group(1) else "proprietary"
 
 
 def kernel_version(release: str | None) -> tuple[int, int] | None:
     """'6.8.0-45-generic' -> (6, 8)."""
-    match = re.match(r"^(\d+)\.(\d+)", release or "")
+    match = re.match(r"^([0-9]{1,9})\.([0-9]{1,9})", release or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 

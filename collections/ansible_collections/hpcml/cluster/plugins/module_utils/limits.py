@@ -64,7 +64,7 @@ def _nvlink_degrees(topology: dict) -> dict[str, dict[str, int]]:
     """Each GPU's NVLink bonds: {GPU0: {GPU1: 18, ...}} from `topo -m`'s NV# cells."""
     gpus = [d for d in topology["devices"] if d.startswith("GPU")]
     return {g: {p: int(topology["links"][g][p][2:]) for p in gpus
-                if p != g and re.match(r"^NV\d+$", topology["links"][g][p])} for g in gpus}
+                if p != g and re.match(r"^NV[0-9]{1,3}$", topology["links"][g][p])} for g in gpus}
 
 
 def _connected(bonds: dict[str, dict[str, int]]) -> bool:

@@ -26,9 +26,12 @@ def _state(value):
 
 
 def _rate_gbps(value):
-    """'200 Gb/sec (4X HDR)' -> 200.0."""
-    match = re.match(r"^\s*([\d.]+)\s*Gb/sec", value or "")
-    return float(match.group(1)) if match else None
+    """'200 Gb/sec (4X HDR)' -> 200.0; None for a rate that holds no finite number of 0 or more."""
+    match = re.match(r"^\s*([0-9.]+)\s*Gb/sec", value or "")
+    try:
+        return parsing.measure(parsing.decimal(match.group(1), "the rate"), "the rate") if match else None
+    except parsing.BadValue:
+        return None
 
 
 def _vpd_says_nvswitch_management(path):
@@ -111,7 +114,7 @@ def parse_ibv_devinfo(text: str) -> dict:
     skipped; output with no device, or a device without a port, raises ParseError."""
     devices = {}
     device = port = None
-    for line in text.splitlines():
+    for number, line in enumerate(parsing.bounded(IBV_DEVINFO, text).splitlines(), start=1):
         hca = re.match(r"^hca_id:\s*(\S+)", line)
         if hca:
             device = devices.setdefault(hca.group(1), {"ports": {}})
@@ -119,9 +122,9 @@ def parse_ibv_devinfo(text: str) -> dict:
             continue
         if device is None:
             continue
-        port_match = re.match(r"^\s+port:\s*(\d+)", line)
+        port_match = re.match(r"^\s+port:\s*([0-9]+)", line)
         if port_match:
-            port = device["ports"].setdefault(int(port_match.group(1)), {})
+            port = device["ports"].setdefault(_port(port_match.group(1), number, IBV_DEVINFO, text), {})
             continue
         field = re.match(r"^\s+(\w+):\s*(.*)$", line)
         if field:
@@ -141,9 +144,9 @@ def parse_ibstat(text: str) -> dict:
     after that (ibstat's own "ibpanic:" when a device vanishes) raises ParseError, as does output without a CA."""
     devices = {}
     device = port = None
-    for line in text.splitlines():
+    for number, line in enumerate(parsing.bounded(IBSTAT, text).splitlines(), start=1):
         ca = re.match(r"^CA '([^']+)'\s*$", line)
-        port_match = re.match(r"^\s+Port (\d+):\s*$", line)
+        port_match = re.match(r"^\s+Port ([0-9]+):\s*$", line)
         field = re.match(r"^\s+([A-Za-z][A-Za-z ]*):\s*(.*?)\s*$", line)
         if ca:
             device = devices.setdefault(ca.group(1), {"ports": {}})
@@ -151,7 +154,7 @@ def parse_ibstat(text: str) -> dict:
         elif device is None or not line.strip():
             continue
         elif port_match:
-            port = device["ports"].setdefault(int(port_match.group(1)), {})
+            port = device["ports"].setdefault(_port(port_match.group(1), number, IBSTAT, text), {})
         elif field:
             key = _IBSTAT_FIELDS.get(field.group(1), field.group(1).lower().replace(" ", "_"))
             (port if port is not None else device)[key] = field.group(2)
@@ -159,6 +162,14 @@ def parse_ibstat(text: str) -> dict:
             raise parsing.fail(IBSTAT, f"unexpected line {line.strip()!r} after CA {list(devices)[-1]!r}", text)
     _require_ports(IBSTAT, devices, "no CA line", text)
     return devices
+
+
+def _port(value: str, number: int, tool: str, text: str) -> int:
+    """A port number; a ParseError naming the line for one no tool prints."""
+    try:
+        return parsing.count(value, "the port number")
+    except parsing.BadValue as error:
+        raise parsing.fail(tool, f"line {number}: {error}", text) from None
 
 
 def _require_ports(tool: str, devices: dict, nothing: str, text: str) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchrunner import data, models, provenance, results, stats
+from benchrunner import data, models, provenance, results, stats, watchdog
 from benchrunner.rank_env import GPU_ENV
 from benchrunner.workload import Workload
 
@@ -154,6 +154,7 @@ def measure(workload: Workload, next_batch: Callable[[], Any], train_step: Calla
         fetched = clock()
         loss = train_step(step, batch)  # a float: the step has finished
         ended = clock()
+        watchdog.advance()
         if step == 0:
             out.first_step_done = wall()
             after_first_step(batch)

@@ -5,6 +5,7 @@ ranks' own Beater; one stops itself with SIGSTOP."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import os
@@ -203,3 +204,23 @@ def test_a_stalled_run_is_reported_and_recorded_with_its_rank_and_host(tmp_path,
     # The campaign records the run failed for that reason, and goes on.
     attempt = campaign.run_outcome(control.parent, "stall-test")
     assert not attempt.ok and attempt.reason.startswith("stalled: rank 1 on host node-b went silent")
+
+
+@pytest.mark.parametrize(("launcher_name", "launched", "beats"), [
+    ("mpirun", True, True), ("torchrun", True, True), ("horovodrun", True, True),
+    # Not started by `benchrunner launch` (by hand, or a test's own ranks): nothing reads the beats.
+    ("mpirun", False, False),
+    # Their output goes to a file on the batch host, or the launcher pod's log: nobody reads it while they run.
+    ("srun", True, False), ("mpijob", True, False),
+])
+def test_a_rank_program_beats_where_its_launchers_node_reads_them(monkeypatch, launcher_name, launched, beats):
+    lines: list[str] = []
+    monkeypatch.setattr(watchdog, "_write_line", lambda fd, line: lines.append(line))
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    if launched:
+        monkeypatch.setenv(launchers.LAUNCHED_AT_ENV, "1700000000.0")
+    else:
+        monkeypatch.delenv(launchers.LAUNCHED_AT_ENV, raising=False)
+    with cli._beating(argparse.Namespace(launcher=launcher_name)):
+        watchdog.advance()
+    assert bool(lines) is beats and all(line.startswith(f"{watchdog.MARKER}:1:") for line in lines)

@@ -355,7 +355,8 @@ def _follow(pid: int, readers: dict[int, Callable[[bytes], None]], watch: Watch,
                       file=sys.stderr, flush=True)
                 ended = STALLED_EXIT
             elif now - watch.started > limits.timeout_s:
-                states = "; ".join(f"rank {r['rank']} on {r['host']}: {r['state']}, {r['steps']} steps"
+                states = "; ".join(f"rank {r['rank']} on {r['host'] or 'a host not known'}: {r['state']}, "
+                                   f"{r['steps']} steps"
                                    for r in (s.record(now, watch.started) for _, s in sorted(watch.ranks.items())))
                 print(f"benchrunner: the job's timeout_s ({limits.timeout_s:g} s) passed with no stall seen; the job "
                       f"was ended ({states})", file=sys.stderr, flush=True)

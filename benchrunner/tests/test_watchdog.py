@@ -140,12 +140,14 @@ def test_a_job_past_its_timeout_is_ended_and_said_so_not_called_stalled(tmp_path
 
 
 @pytest.mark.parametrize("line, beat", [
-    ("BENCHRUNNER-BEAT:1:3:gpu-07:120:run", watchdog.Beat(3, "gpu-07", 120, False)),
-    ("[1,3]<stdout>:BENCHRUNNER-BEAT:1:3:gpu-07:120:done\n", watchdog.Beat(3, "gpu-07", 120, True)),
+    ("BENCHRUNNER-BEAT:1:3:gpu-07:model_ready:120:run", watchdog.Beat(3, "gpu-07", "model_ready", 120, False)),
+    ("[1,3]<stdout>:BENCHRUNNER-BEAT:1:3:gpu-07:model_ready:120:done\n",
+     watchdog.Beat(3, "gpu-07", "model_ready", 120, True)),
     # Cut, mixed with another rank's output, another version: not a beat, passed through as output.
-    ("BENCHRUNNER-BEAT:1:3:gpu-07:12", None),
-    ("BENCHRUNNER-BEAT:1:3:gpu-07:120:runrank 0/2 on gpu-01: 5.0 images/s", None),
-    ("BENCHRUNNER-BEAT:2:3:gpu-07:120:run", None),
+    ("BENCHRUNNER-BEAT:1:3:gpu-07:model_ready:12", None),
+    ("BENCHRUNNER-BEAT:1:3:gpu-07:model_ready:120:runrank 0/2 on gpu-01: 5.0 images/s", None),
+    ("BENCHRUNNER-BEAT:1:3:gpu-07:120:run", None),
+    ("BENCHRUNNER-BEAT:2:3:gpu-07:model_ready:120:run", None),
 ])
 def test_a_beat_is_read_whole_or_not_at_all(line, beat):
     assert watchdog.parse(line) == beat
@@ -170,10 +172,11 @@ def test_a_rank_beats_only_where_its_launchers_node_reads_the_beats(monkeypatch)
         watchdog.advance()
     assert lines == []
     with watchdog.beating(True, {"RANK": "1"}):
+        watchdog.reached("ranks_joined")
         watchdog.advance()
         watchdog.advance()
-    assert lines[0].endswith(":0:run\n") and lines[-1].endswith(":2:done\n") and lines[0].startswith(
-        f"{watchdog.MARKER}:1:")
+    assert lines[0].endswith(":started:0:run\n") and lines[-1].endswith(":ranks_joined:2:done\n")
+    assert lines[0].startswith(f"{watchdog.MARKER}:1:")
     # A rank that fails says no done: its launcher ends the job.
     lines.clear()
     with pytest.raises(RuntimeError), watchdog.beating(True, {"RANK": "1"}):
@@ -224,3 +227,48 @@ def test_a_rank_program_beats_where_its_launchers_node_reads_them(monkeypatch, l
     with cli._beating(argparse.Namespace(launcher=launcher_name)):
         watchdog.advance()
     assert bool(lines) is beats and all(line.startswith(f"{watchdog.MARKER}:1:") for line in lines)
+
+
+STAGES = ((0, watchdog.STARTED), (9, "framework_imported"), (18, "ranks_joined"), (27, "model_ready"))
+
+
+def beat_until(watch: watchdog.Watch, ranks: tuple[int, ...], start: int, end: int) -> None:
+    """These ranks beat every 2 s from start to end, in their start-up stage of the time, no step done; no stall."""
+    for now in range(start, end + 1, 2):
+        stage = [name for at, name in STAGES if at <= now][-1]
+        for rank in ranks:
+            watch.heard(watchdog.Beat(rank, f"node-{rank}", stage, 0, False), now)
+        assert watch.stall(now) is None, now
+
+
+def test_a_start_longer_than_the_stall_timeout_is_no_stall_while_its_stages_go_on():
+    watch = watchdog.Watch.of(2, stall_timeout_s=10, started=0.0)
+    beat_until(watch, (0, 1), 0, 38)
+    # Beating on at model_ready (since 28), with no first step: a hung collective, both ranks at step 0.
+    stall = watch.stall(39)
+    assert stall is not None and stall.cause == "no progress" and [r.rank for r in stall.ranks] == [0, 1]
+    assert stall.reason().startswith("stalled: rank 0 on host node-0, rank 1 on host node-1 at the lowest step (0")
+    assert [r["stage"] for r in watch.document("r", stall, 39)["ranks"]] == ["model_ready", "model_ready"]
+
+
+def test_a_rank_going_silent_while_the_others_wait_is_named_silent_not_a_hung_collective():
+    watch = watchdog.Watch.of(2, stall_timeout_s=10, started=0.0)
+    beat_until(watch, (0, 1), 0, 30)
+    # Rank 1 stops at 30; rank 0 waits for it, beating. No progress since 28, but rank 1 is not heard: not yet.
+    beat_until(watch, (0,), 32, 40)
+    stall = watch.stall(41)
+    assert stall is not None and stall.cause == "silent" and [r.rank for r in stall.ranks] == [1]
+    assert stall.reason() == ("stalled: rank 1 on host node-1 went silent (no beat for 11 s, starting, at stage "
+                              "model_ready): stopped or wedged")
+
+
+def test_the_clocks_start_at_the_first_beat_and_a_rank_never_heard_from_is_then_named():
+    # The launcher still starting (torchrun importing torch, mpirun reaching its nodes): only the job's timeout.
+    assert watchdog.Watch.of(2, stall_timeout_s=10, started=0.0).stall(1000) is None
+    watch = watchdog.Watch.of(2, stall_timeout_s=10, started=-100.0)
+    beat_until(watch, (0,), 0, 10)
+    stall = watch.stall(11)
+    assert stall is not None and stall.cause == "silent" and [r.rank for r in stall.ranks] == [1]
+    assert stall.reason().startswith("stalled: rank 1 (never heard from) went silent (no beat for 11 s")
+    assert [(r["host"], r["state"]) for r in watch.document("r", stall, 11)["ranks"]] == [
+        ("node-0", "running"), (None, "never heard")]

@@ -26,6 +26,7 @@ def mark(stage: str) -> None:
     if stage not in STARTUP_STAGES:
         raise ValueError(f"unknown start-up stage {stage!r}: one of {', '.join(STARTUP_STAGES)}")
     _startup[stage] = time.time()
+    watchdog.reached(stage)
 
 
 def startup(origin: float, first_step_done: float) -> dict[str, float]:

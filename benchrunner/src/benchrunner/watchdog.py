@@ -2,12 +2,13 @@
 
 Every rank started through `benchrunner launch` by a launcher whose ranks' stdout reaches the launching node
 (launchers' BEATS) prints a beat line every BEAT_S seconds from a daemon thread, and a last one when it is done:
-`BENCHRUNNER-BEAT:1:<rank>:<host>:<progress>:<run|done>`, progress being the steps (or sweep points) it completed.
+`BENCHRUNNER-BEAT:1:<rank>:<host>:<stage>:<steps>:<run|done>`, stage being the last start-up stage it finished
+(train.STARTUP_STAGES; STARTED before the first) and steps the steps (or sweep points) it completed.
 The thread keeps beating while the main thread waits inside a collective (the frameworks release the GIL there)
 and falls silent when the process is stopped (SIGSTOP) or wedged, so two stalls tell apart:
   silent       a rank beat no more for stall_timeout_s: that rank, on that host, is stopped or wedged;
-  no progress  every rank beats but none completed a step for stall_timeout_s: a collective hung; the ranks at
-               the lowest step are named, as the ones the others wait for.
+  no progress  every rank beats but none finished a start-up stage or completed a step for stall_timeout_s: a
+               collective hung; the ranks at the lowest step are named, as the ones the others wait for.
 
 supervise() runs the launcher as a child in its own process group, passes its output through (beat lines taken
 out), and on a stall kills the group, writes STALLED_JSON in the run's folder (gathered to the control host with
@@ -36,10 +37,15 @@ from benchrunner import results
 from benchrunner.rank_env import LAUNCHER_VARIABLES, SINGLE, variables_source
 
 MARKER = "BENCHRUNNER-BEAT:1"
+# A rank's stage before it finished any of its start-up.
+STARTED = "started"
 # Seconds between a rank's beats; a stall timeout is at least MIN_BEATS of them, so that a late beat is no stall.
 BEAT_S = 2.0
 MIN_BEATS = 5
 MIN_STALL_TIMEOUT_S = BEAT_S * MIN_BEATS
+# A rank heard within this long is alive: a job whose ranks all are, and none progresses, waits in a hung collective;
+# one rank heard longer ago is going silent, and is named as such once its silence reaches the stall timeout.
+ALIVE_S = 3 * BEAT_S
 STALLED_JSON = "stalled.json"
 # Exit statuses of `benchrunner launch` for a job it ended: 124 is timeout(1)'s, which the benchmark play wraps it in.
 STALLED_EXIT = 3
@@ -49,7 +55,8 @@ GRACE_S = 10.0
 # After the launcher exited, how long output still held open (by a rank it left) is read.
 DRAIN_S = 2.0
 TICK_S = 0.2
-_BEAT = re.compile(rf"{MARKER}:(?P<rank>\d+):(?P<host>[^:\s]+):(?P<progress>\d+):(?P<state>run|done)")
+_BEAT = re.compile(rf"{MARKER}:(?P<rank>\d+):(?P<host>[^:\s]+):(?P<stage>[a-z_]+):(?P<progress>\d+):"
+                   r"(?P<state>run|done)")
 
 
 # The rank's side.
@@ -60,12 +67,13 @@ class Beater:
     def __init__(self, rank: int, host: str, interval_s: float = BEAT_S,
                  write: Callable[[str], None] = lambda line: _write_line(1, line)):
         self.rank, self.host, self.interval_s, self.write = rank, host, interval_s, write
+        self.stage = STARTED
         self.progress = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="benchrunner-beat", daemon=True)
 
     def line(self, state: str) -> str:
-        return f"{MARKER}:{self.rank}:{self.host}:{self.progress}:{state}\n"
+        return f"{MARKER}:{self.rank}:{self.host}:{self.stage}:{self.progress}:{state}\n"
 
     def start(self) -> None:
         self.write(self.line("run"))
@@ -123,12 +131,20 @@ def advance() -> None:
         _beater.progress += 1
 
 
+def reached(stage: str) -> None:
+    """A start-up stage finished: progress too, so that a start longer than the stall timeout is no stall unless one
+    of its stages is."""
+    if _beater is not None:
+        _beater.stage = stage
+
+
 # The launching node's side.
 
 @dataclass(frozen=True)
 class Beat:
     rank: int
     host: str
+    stage: str
     progress: int
     done: bool
 
@@ -139,7 +155,7 @@ def parse(line: str) -> Beat | None:
     match = _BEAT.fullmatch(line[start:].rstrip("\r\n")) if start >= 0 else None
     if match is None:
         return None
-    return Beat(int(match["rank"]), match["host"], int(match["progress"]), match["state"] == "done")
+    return Beat(int(match["rank"]), match["host"], match["stage"], int(match["progress"]), match["state"] == "done")
 
 
 @dataclass
@@ -147,17 +163,19 @@ class RankState:
     rank: int
     # Where it beat from; None before its first beat.
     host: str | None = None
+    stage: str = STARTED
     progress: int = 0
     done: bool = False
     heard_at: float | None = None
 
-    def silent_s(self, now: float, started: float) -> float:
-        return now - (self.heard_at if self.heard_at is not None else started)
+    def silent_s(self, now: float, since: float) -> float:
+        """Since its last beat; one never heard from, since `since`."""
+        return now - (self.heard_at if self.heard_at is not None else since)
 
-    def record(self, now: float, started: float) -> dict[str, Any]:
-        silent = self.silent_s(now, started)
+    def record(self, now: float, since: float) -> dict[str, Any]:
+        silent = self.silent_s(now, since)
         state = "done" if self.done else ("running" if self.heard_at is not None else "never heard")
-        return {"rank": self.rank, "host": self.host, "steps": self.progress, "state": state,
+        return {"rank": self.rank, "host": self.host, "stage": self.stage, "steps": self.progress, "state": state,
                 "silent_s": round(silent, 3)}
 
 
@@ -171,41 +189,52 @@ class Stall:
         named = ", ".join(f"rank {r.rank} on host {r.host}" if r.host else f"rank {r.rank} (never heard from)"
                           for r in self.ranks)
         if self.cause == "silent":
-            at = ", ".join(f"{r.progress}" for r in self.ranks)
-            return (f"stalled: {named} went silent (no beat for {self.seconds:.0f} s, after {at} completed "
-                    "steps): stopped or wedged")
-        return (f"stalled: {named} at the lowest step ({self.ranks[0].progress} completed): no rank completed a "
-                f"step for {self.seconds:.0f} s though every rank beats (a hung collective)")
+            at = ", ".join(f"after {r.progress} completed steps" if r.progress else f"starting, at stage {r.stage}"
+                           for r in self.ranks)
+            return f"stalled: {named} went silent (no beat for {self.seconds:.0f} s, {at}): stopped or wedged"
+        return (f"stalled: {named} at the lowest step ({self.ranks[0].progress} completed): no rank finished a "
+                f"step or start-up stage for {self.seconds:.0f} s though every rank beats (a hung collective)")
 
 
 @dataclass
 class Watch:
-    """What the beats said of each rank, and whether that is a stall."""
+    """What the beats said of each rank, and whether that is a stall. The clocks start at the first beat: before it
+    the launcher itself is starting (torchrun imports torch, mpirun reaches its nodes), which only the job's timeout
+    bounds; from it, a rank never heard from is as silent as one that stopped beating."""
 
     stall_timeout_s: float
     started: float
     ranks: dict[int, RankState] = field(default_factory=dict)
+    first_heard: float | None = None
     progress_at: float = 0.0
 
     @classmethod
     def of(cls, ranks: int, stall_timeout_s: float, started: float) -> Watch:
-        return cls(stall_timeout_s, started, {rank: RankState(rank) for rank in range(ranks)}, started)
+        return cls(stall_timeout_s, started, {rank: RankState(rank) for rank in range(ranks)})
+
+    def since(self, now: float) -> float:
+        return self.first_heard if self.first_heard is not None else now
 
     def heard(self, beat: Beat, now: float) -> None:
         state = self.ranks.setdefault(beat.rank, RankState(beat.rank, beat.host))
-        if beat.progress > state.progress or (beat.done and not state.done):
+        if self.first_heard is None:
+            self.first_heard = self.progress_at = now
+        if beat.progress > state.progress or beat.stage != state.stage or (beat.done and not state.done):
             self.progress_at = now
-        state.host, state.progress, state.done, state.heard_at = beat.host, beat.progress, beat.done, now
+        state.host, state.stage, state.progress, state.done = beat.host, beat.stage, beat.progress, beat.done
+        state.heard_at = now
 
     def stall(self, now: float) -> Stall | None:
         running = [r for r in self.ranks.values() if not r.done]
         if not running:
             return None
         limit = self.stall_timeout_s
-        silent = [r for r in running if r.silent_s(now, self.started) > limit]
+        if self.first_heard is None:
+            return None
+        silent = [r for r in running if r.silent_s(now, self.first_heard) > limit]
         if silent:
-            return Stall("silent", silent, min(r.silent_s(now, self.started) for r in silent))
-        if now - self.progress_at > limit:
+            return Stall("silent", silent, min(r.silent_s(now, self.first_heard) for r in silent))
+        if now - self.progress_at > limit and all(r.silent_s(now, self.first_heard) <= ALIVE_S for r in running):
             lowest = min(r.progress for r in running)
             return Stall("no progress", [r for r in running if r.progress == lowest], now - self.progress_at)
         return None
@@ -216,7 +245,7 @@ class Watch:
                 "stall_timeout_s": self.stall_timeout_s, "elapsed_s": round(now - self.started, 3),
                 "cause": stall.cause, "reason": stall.reason(),
                 "stalled": [r.rank for r in stall.ranks],
-                "ranks": [r.record(now, self.started) for _, r in sorted(self.ranks.items())]}
+                "ranks": [r.record(now, self.since(now)) for _, r in sorted(self.ranks.items())]}
 
 
 @dataclass(frozen=True)
@@ -322,6 +351,37 @@ def _signal_group(pid: int, number: int) -> None:
         pass  # the group is gone already
 
 
+def _descendants(root: int) -> set[int]:
+    """Every process below root, from /proc (none where there is no /proc): torchrun starts its ranks in sessions of
+    their own, out of reach of the launcher's process group."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _signal_all(pid: int, processes: set[int], *numbers: int) -> None:
+    """The launcher's process group and these processes below it, each signal in turn."""
+    for number in numbers:
+        _signal_group(pid, number)
+        for process in processes:
+            try:
+                os.kill(process, number)
+            except ProcessLookupError:
+                pass  # ended meanwhile
+
+
 def _follow(pid: int, readers: dict[int, Callable[[bytes], None]], watch: Watch, limits: Limits, run_id: str,
             run_dir: Path, clock: Callable[[], float], grace_s: float, output: _Output) -> int:
     selector = selectors.DefaultSelector()
@@ -330,6 +390,7 @@ def _follow(pid: int, readers: dict[int, Callable[[bytes], None]], watch: Watch,
     status: int | None = None
     ended: int | None = None  # STALLED_EXIT or TIMED_OUT_EXIT once this process ended the job
     killed_at = exited_at = 0.0
+    below: set[int] = set()  # the launcher's processes when the job was ended
     while selector.get_map():
         for key, _ in selector.select(TICK_S):
             data = os.read(key.fd, 65536)
@@ -357,24 +418,25 @@ def _follow(pid: int, readers: dict[int, Callable[[bytes], None]], watch: Watch,
             elif now - watch.started > limits.timeout_s:
                 states = "; ".join(f"rank {r['rank']} on {r['host'] or 'a host not known'}: {r['state']}, "
                                    f"{r['steps']} steps"
-                                   for r in (s.record(now, watch.started) for _, s in sorted(watch.ranks.items())))
+                                   for r in (s.record(now, watch.since(now)) for _, s in sorted(watch.ranks.items())))
                 print(f"benchrunner: the job's timeout_s ({limits.timeout_s:g} s) passed with no stall seen; the job "
                       f"was ended ({states})", file=sys.stderr, flush=True)
                 ended = TIMED_OUT_EXIT
             if ended is not None:
-                killed_at = now
+                killed_at, below = now, _descendants(pid)
                 # A stopped rank acts on SIGTERM only once continued.
-                _signal_group(pid, signal.SIGTERM)
-                _signal_group(pid, signal.SIGCONT)
+                _signal_all(pid, below, signal.SIGTERM, signal.SIGCONT)
         elif now - killed_at > grace_s:
-            _signal_group(pid, signal.SIGKILL)
+            below |= _descendants(pid)
+            _signal_all(pid, below, signal.SIGKILL)
             killed_at = float("inf")
     for fd in list(selector.get_map()):
         os.close(fd)
     selector.close()
     output.close()
     if ended is not None:
-        _signal_group(pid, signal.SIGKILL)  # whatever of the group is left, before its leader is reaped
+        # Whatever is left of the launcher's processes, before its leader is reaped.
+        _signal_all(pid, below | _descendants(pid), signal.SIGKILL)
     if status is None:
         _, status = os.waitpid(pid, 0)
     return ended if ended is not None else _exit_code(status)

@@ -14,8 +14,8 @@ import yaml
 from benchrunner import campaign, report, results, watchdog
 from lab import PROJECT, lab_node_names, run_site
 
-# Longer than two TensorFlow ranks take to start and trace their step on the lab's shared cores.
-STALL_TIMEOUT_S = 90
+# Longer than any start-up stage or step of two TensorFlow ranks on the lab's shared cores.
+STALL_TIMEOUT_S = 60
 # Two-rank runs: a long one (ended by the stall long before its steps are done) and a short one after it.
 CAMPAIGN = {
     "name": "stall",

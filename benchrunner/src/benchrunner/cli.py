@@ -587,9 +587,11 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--kubernetes-version", default=k8s["version"],
                        help="the API the MPIJob's pod templates are validated against")
     group.add_argument("--timeout", type=_positive_seconds, default=job_defaults.DEFAULTS["timeout_s"],
-                       help="seconds to wait for an MPIJob to finish")
+                       help="seconds the job may run: how long an MPIJob is waited for, and when an mpirun, horovodrun "
+                       "or torchrun job is ended")
     group.add_argument("--stall-timeout", type=_positive_seconds,
-                       help="seconds a rank may beat no more, or every rank go without completing a step, before the "
+                       help="seconds a rank may beat no more, or every rank go without finishing a start-up stage or a "
+                       "step, before the "
                        f"job is ended as stalled, naming the rank (default: {job_defaults.DEFAULTS['stall_timeout_s']}"
                        ", or half the timeout where that is shorter; mpirun, horovodrun and torchrun jobs)")
     _add_execution(p)

@@ -54,6 +54,9 @@ def test_a_stopped_rank_ends_its_run_named_with_its_host_and_the_campaign_goes_o
     results_dir = tmp_path / "results"
     long_run, short_run = campaign.schedule(campaign.load(file), document["seed"])
     victim = lab_node_names()[1]
+    # The name its ranks beat under: the node's own.
+    host = subprocess.run(["podman", "exec", victim, "hostname"], capture_output=True, text=True,
+                          check=True).stdout.strip()
     process = subprocess.Popen([sys.executable, "-m", "benchrunner", "campaign", str(file), "--results-dir",
                                 str(results_dir)], cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
@@ -78,17 +81,17 @@ def test_a_stopped_rank_ends_its_run_named_with_its_host_and_the_campaign_goes_o
     runs = results.load(results.CAMPAIGN_STATE, results_dir / "campaigns" / "stall" / campaign.STATE_JSON)["runs"]
     failed, done = runs[long_run.run_id], runs[short_run.run_id]
     assert failed["status"] == "failed" and done["status"] == "done", output
-    assert failed["reason"].startswith(f"stalled: rank 1 on host {victim} went silent"), failed
+    assert failed["reason"].startswith(f"stalled: rank 1 on host {host} went silent"), failed
     run_dir = results_dir / long_run.run_id
     record = results.load(results.STALLED, run_dir / watchdog.STALLED_JSON)
     assert record["stalled"] == [1] and record["cause"] == "silent"
     ranks = {r["rank"]: r for r in record["ranks"]}
-    assert ranks[1]["host"] == victim and ranks[1]["steps"] > 0 and ranks[0]["state"] == "running"
+    assert ranks[1]["host"] == host and ranks[1]["steps"] > 0 and ranks[0]["state"] == "running"
     # Ended by the stall, not by the job's timeout (900 s): within the stall timeout and the play's own time.
     assert ranks[1]["silent_s"] < STALL_TIMEOUT_S + 5 and failed["elapsed_s"] < 900, (record, failed)
     assert time.monotonic() - stopped < 900
-    assert f"STALLED: rank 1 on host {victim} went silent" in (run_dir / report.REPORT_MD).read_text()
+    assert f"STALLED: rank 1 on host {host} went silent" in (run_dir / report.REPORT_MD).read_text()
     # The stopped rank did not outlive its job.
     assert left == [], left
     text = (results_dir / "campaigns" / "stall" / report.REPORT_MD).read_text()
-    assert f"failed: {long_run.run_id}: stalled: rank 1 on host {victim}" in text
+    assert f"failed: {long_run.run_id}: stalled: rank 1 on host {host}" in text

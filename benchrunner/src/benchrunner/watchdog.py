@@ -189,8 +189,8 @@ class Stall:
         named = ", ".join(f"rank {r.rank} on host {r.host}" if r.host else f"rank {r.rank} (never heard from)"
                           for r in self.ranks)
         if self.cause == "silent":
-            at = ", ".join(f"after {r.progress} completed steps" if r.progress else f"starting, at stage {r.stage}"
-                           for r in self.ranks)
+            at = ", ".join(f"after {r.progress} completed step{'' if r.progress == 1 else 's'}" if r.progress
+                           else f"starting, at stage {r.stage}" for r in self.ranks)
             return f"stalled: {named} went silent (no beat for {self.seconds:.0f} s, {at}): stopped or wedged"
         return (f"stalled: {named} at the lowest step ({self.ranks[0].progress} completed): no rank finished a "
                 f"step or start-up stage for {self.seconds:.0f} s though every rank beats (a hung collective)")

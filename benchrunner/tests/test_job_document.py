@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from benchrunner import cli, dataset, job_document, launchers, results
+from benchrunner import cli, dataset, job_document, launchers, results, watchdog
 
 
 def request(**changes):
@@ -66,6 +66,14 @@ def test_real_data_without_a_folder_is_the_dataset_the_play_makes():
     ({"slurm": {"partition": "a\n#SBATCH --uid=0"}}, "Slurm partition 'a\\n#SBATCH --uid=0' is not a partition name"),
     ({"program": "allreduce", "allreduce": {"min_bytes": 6}}, "min a multiple of 4"),
     ({"timeout_s": 0}, "at timeout_s: 0 is less than or equal to the minimum of 0"),
+    ({"stall_timeout_s": 0}, "at stall_timeout_s: 0 is less than or equal to the minimum of 0"),
+    ({"stall_timeout_s": "300"}, "at stall_timeout_s: '300' is not of type 'number'"),
+    ({"stall_timeout_s": 5}, "stall_timeout_s must be a number of seconds from 10 (5 of the ranks' beats) to below "
+                             "timeout_s (3600), got 5"),
+    ({"stall_timeout_s": 3600}, "stall_timeout_s must be a number of seconds from 10 (5 of the ranks' beats) to below "
+                                "timeout_s (3600), got 3600"),
+    ({"stall_timeout_s": float("inf")}, "got inf"),
+    ({"timeout_s": 15}, "to below timeout_s (15), got 7.5"),
     ({"launcher": "mpijob", "stack": "k8s", "network": "rdma"}, "an RDMA MPIJob needs kubernetes.rdma_resource"),
     ({"workload": {"data": "tfrecord"}, "dataset": {**job_document.DEFAULT_DATASET, "tfrecord_shards": 2}},
      "3 ranks cannot share the dataset's 2 TFRecord shards"),
@@ -363,6 +371,8 @@ def exec_recorded(monkeypatch):
         raise Started(argv)
 
     monkeypatch.setattr(os, "execvp", execvp)
+    # The launcher started here, not in the watchdog's forked child, so that its argv reaches the test.
+    monkeypatch.setattr(watchdog, "supervise", lambda start, **_: start())
 
 
 def png_only(folder):
@@ -423,3 +433,35 @@ def test_a_dataset_the_play_made_is_launched_on(tmp_path, exec_recorded, data):
     assert json.loads(kept.read_text()) == resolved
     # Its environment values may be private: the job's account alone reads it.
     assert oct(kept.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_stall_timeout_is_the_jobs_own_else_the_default_or_half_its_timeout():
+    assert job_document.resolve(request())["stall_timeout_s"] == 300
+    assert job_document.resolve(request(timeout_s=100))["stall_timeout_s"] == 50
+    assert job_document.resolve(request(stall_timeout_s=42))["stall_timeout_s"] == 42
+    # A job resolved before there was one is launched with what it would have got.
+    resolved = job_document.resolve(request(ranks=2))
+    del resolved["stall_timeout_s"]
+    assert job_document.launch_plan(resolved).limits == watchdog.Limits(timeout_s=3600, stall_timeout_s=300)
+
+
+@pytest.mark.parametrize(("launcher", "hosts", "watched"), [("mpirun", "n1,n2", True), ("torchrun", "n1,n2", True),
+                                                           ("srun", "", False)])
+def test_a_launcher_whose_ranks_beat_here_runs_watched_with_the_jobs_limits(tmp_path, monkeypatch, launcher, hosts,
+                                                                            watched):
+    watches = []
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    monkeypatch.delenv(launchers.LAUNCHED_AT_ENV, raising=False)
+    monkeypatch.setattr(watchdog, "supervise", lambda start, **given: watches.append(given) or 0)
+    started = []
+    monkeypatch.setattr(launchers.get(launcher), "start", lambda job, options: started.append(job) or 0)
+    stack = "slurm" if launcher == "srun" else "baremetal"
+    framework = ["--framework", "pytorch-ddp"] if launcher == "torchrun" else []
+    assert cli.main(["launch", "--run-id", "r1", "--results-dir", str(tmp_path), "--ranks", "2", "--hosts", hosts,
+                     "--launcher", launcher, "--stack", stack, *framework, "--timeout", "600",
+                     "--stall-timeout", "60"]) == 0
+    if watched:
+        assert watches == [{"run_id": "r1", "run_dir": tmp_path / "r1", "ranks": 2,
+                            "limits": watchdog.Limits(timeout_s=600, stall_timeout_s=60)}] and started == []
+    else:
+        assert watches == [] and len(started) == 1

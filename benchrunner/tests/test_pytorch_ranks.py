@@ -7,16 +7,18 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import benchrunner
-from benchrunner import dataset, results
+from benchrunner import dataset, results, watchdog
 
 SRC = str(Path(benchrunner.__file__).resolve().parents[1])
 TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
@@ -106,3 +108,61 @@ def test_two_ranks_placed_by_open_mpis_variables_train_on_images_and_sweep(tmp_p
     ranks = check_run(tmp_path / "out", "openmpi")
     for document in ranks:
         assert document["workload"]["data"] == "images" and document["workload"]["num_classes"] == 14
+
+
+def threads_of(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        return 0
+
+
+def rank_process(run_id: str, rank: int) -> int | None:
+    """The pid of a rank of this run (torchrun's agent names the run too, but has no RANK of its own)."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"train" in command and run_id.encode() in command and f"RANK={rank}".encode() in environ:
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed beside this Python")
+def test_a_rank_stopped_mid_run_ends_its_torchrun_job_named_with_its_host(tmp_path):
+    """`benchrunner launch` through the real torchrun: rank 1 is stopped (SIGSTOP) once it beats, and the job ends
+    within the stall timeout, naming rank 1 and this host, with the stopped rank gone."""
+    stall_s = 10
+    command = [sys.executable, "-m", "benchrunner", "launch", "--run-id", "stalled-rank", "--results-dir",
+               str(tmp_path), "--launcher", "torchrun", "--framework", "pytorch-ddp", "--hosts", socket.gethostname(),
+               "--ranks", "2", "--gpus-per-node", "2", "--model", "small_cnn", "--image-size", "16", "--batch-size",
+               "4", "--warmup-steps", "1", "--measured-steps", "1000000", "--timeout", "300", "--stall-timeout",
+               str(stall_s), "--benchrunner", str(Path(TORCHRUN).parent / "benchrunner")]
+    launch = subprocess.Popen(command, env=rank_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    victim = None
+    try:
+        deadline = time.monotonic() + 120
+        # Its beat thread running: its first beat is out (the thread starts after it, before torch is imported).
+        while victim is None or threads_of(victim) < 2:
+            assert launch.poll() is None and time.monotonic() < deadline, launch.communicate()
+            victim = victim or rank_process("stalled-rank", 1)
+            time.sleep(0.2)
+        os.kill(victim, signal.SIGSTOP)
+        stopped = time.monotonic()
+        _, stderr = launch.communicate(timeout=120)
+        took = time.monotonic() - stopped
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+    assert launch.returncode == watchdog.STALLED_EXIT, stderr[-4000:]
+    assert stall_s < took < stall_s + 15, took
+    here = socket.gethostname()
+    assert f"benchrunner: stalled: rank 1 on host {here} went silent" in stderr
+    record = results.load(results.STALLED, tmp_path / "stalled-rank" / watchdog.STALLED_JSON)
+    assert record["cause"] == "silent" and record["stalled"] == [1]
+    assert [(r["rank"], r["host"], r["state"]) for r in record["ranks"]] == [(0, here, "running"), (1, here, "running")]
+    # torchrun starts its ranks in sessions of their own: the stopped one is ended all the same.
+    assert threads_of(victim) == 0 or Path(f"/proc/{victim}/stat").read_text().split(") ")[1][0] == "Z"

@@ -18,6 +18,7 @@ ROLE_SPECS = ROLE / "meta" / "argument_specs.yml"
 LEFT_TO_BENCHRUNNER = {
     "benchrunner_framework": ("framework",), "benchrunner_allreduce": ("allreduce",), "benchrunner_env": ("env",),
     "benchrunner_launcher_args": ("launcher_args",), "benchrunner_timeout_s": ("timeout_s",),
+    "benchrunner_stall_timeout_s": ("stall_timeout_s",),
     "benchrunner_node_results_dir": ("nodes", "results_dir"), "benchrunner_slurm_partition": ("slurm", "partition"),
     "benchrunner_slurm_mpi": ("slurm", "mpi"), "benchrunner_image": ("kubernetes", "image"),
     "benchrunner_namespace": ("kubernetes", "namespace"),

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchrunner import results
+from benchrunner import results, watchdog
 from benchrunner.sweep import bus_bandwidth, iterations_for, sizes
 from benchrunner.train import RunContext, init_horovod
 from benchrunner.workload import Workload
@@ -63,6 +63,7 @@ def run(context: RunContext, min_bytes: int, max_bytes: int) -> dict[str, Any]:
         algbw = size / seconds
         points.append({"bytes": size, "iterations": count, "time_s": seconds, "algbw_bytes_per_s": algbw,
                        "busbw_bytes_per_s": bus_bandwidth(algbw, ranks)})
+        watchdog.advance()
     document = {
         "kind": results.ALLREDUCE_RESULT,
         "schema_version": results.SCHEMA_VERSION,

@@ -274,8 +274,12 @@ def mpijobs(campaign: dict[str, Any], *, kubernetes: dict[str, Any]) -> dict[str
 
 
 def run_outcome(results_dir: Path, run_id: str) -> Attempt:
-    """Judge a run by what reached the control host: a summary that passed its sanity checks."""
+    """Judge a run by what reached the control host: a summary that passed its sanity checks, unless the watchdog
+    ended its job as stalled (its reason names the rank and host)."""
     run_dir = results_dir / run_id
+    stalled = summary.stalled_path(run_dir)
+    if stalled:
+        return Attempt(False, results.load(results.STALLED, stalled)["reason"])
     sweep = summary.sweep_path(run_dir)
     if sweep:
         results.load(results.ALLREDUCE_RESULT, sweep)
@@ -312,8 +316,9 @@ def playbook_executor(project: Path, results_dir: Path, campaign: dict[str, Any]
                                 extravars=variables, limit=f"localhost,{limit}" if limit else None,
                                 progress=playbooks.Progress(out=None), fact_cache=fact_cache)
         attempt = run_outcome(results_dir, run_.run_id)
-        # A node lost after the run's own ranks finished fails the play, not the measurement.
-        if attempt.ok or outcome.ok:
+        # A node lost after the run's own ranks finished fails the play, not the measurement; a stalled job fails
+        # the play too, and its record says more than the play's failure.
+        if attempt.ok or outcome.ok or summary.stalled_path(results_dir / run_.run_id):
             return attempt
         return Attempt(False, "; ".join(outcome.failures) or f"playbook {outcome.status} (rc {outcome.rc})")
 

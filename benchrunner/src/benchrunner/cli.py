@@ -31,6 +31,7 @@ from benchrunner import (
     results,
     summary,
     sweep,
+    watchdog,
 )
 from benchrunner.launchers import srun
 from benchrunner.playbooks import BENCHMARK_TAG
@@ -67,17 +68,25 @@ def _context(args: argparse.Namespace) -> Any:
                             launched_at=train.launched_at_from_env(), git_commit=args.git_commit)
 
 
+def _beating(args: argparse.Namespace) -> Any:
+    """This rank beats while it runs where its launcher's node reads the beats: a launcher that beats, started by
+    `benchrunner launch` (which sets the launch time)."""
+    return watchdog.beating(launchers.get(args.launcher).BEATS and rank_env.LAUNCHED_AT_ENV in os.environ)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     workload = Workload.from_args(args)
     workload.validate()
-    document = frameworks.get(workload.framework).train(workload, workload.settings, _context(args))
+    with _beating(args):
+        document = frameworks.get(workload.framework).train(workload, workload.settings, _context(args))
     print(f"rank {document['rank']}/{document['size']} on {document['host']}: "
           f"{document['metrics']['images_per_sec']:.1f} images/s")
     return 0
 
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
-    document = frameworks.get(args.framework).allreduce(_context(args), args.min_bytes, args.max_bytes)
+    with _beating(args):
+        document = frameworks.get(args.framework).allreduce(_context(args), args.min_bytes, args.max_bytes)
     largest = document["points"][-1]
     print(f"allreduce over {document['ranks']} ranks: {largest['bytes']} bytes at "
           f"{largest['algbw_bytes_per_s'] / 1e9:.3f} GB/s algorithm, {largest['busbw_bytes_per_s'] / 1e9:.3f} GB/s bus bandwidth")
@@ -126,6 +135,8 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         # Environment values are strings, passed exactly as given: "true", "007", "1e3" and "null" stay what they are.
         "env": _pairs(args.env, "--env"), "launcher_args": list(args.launcher_arg), "git_commit": args.git_commit,
         "timeout_s": args.timeout,
+        # Unset: benchrunner's default, which depends on timeout_s (job_document.stall_timeout).
+        **({} if args.stall_timeout is None else {"stall_timeout_s": args.stall_timeout}),
         # On the nodes, the benchrunner beside this Python; an MPIJob's pods have their own.
         "nodes": {"results_dir": args.results_dir, "benchrunner": args.benchrunner or _default_benchrunner()},
         "slurm": {"partition": args.partition, "mpi": args.slurm_mpi},
@@ -172,7 +183,7 @@ def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
         results.write_atomic(Path(plan.job.output_dir).parent / launchers.JOB_JSON, results.dumps(plan.document),
                              mode=0o600)
     return launchers.execute(plan.job, launchers.Options(dry_run=args.dry_run, partition=plan.slurm["partition"],
-                                                         mpi=plan.slurm["mpi"]))
+                                                         mpi=plan.slurm["mpi"]), plan.limits)
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -249,6 +260,12 @@ def _run_dir(value: str) -> Path:
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run_dir)
+    if summary.stalled_path(run_dir):
+        # Before the rank results: those that reached the control host are of a job that did not finish.
+        stalled = summary.write_stalled(run_dir)
+        sys.stdout.write((run_dir / report.REPORT_MD).read_text())
+        print(f"benchrunner: the run's job was ended as {stalled['reason']}", file=sys.stderr)
+        return 1
     if summary.sweep_path(run_dir):
         summary.write_sweep(run_dir, plots=args.plots)
         sys.stdout.write((run_dir / report.REPORT_MD).read_text())
@@ -288,7 +305,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if campaign_dir is None:
         run_dir = _run_dir(target)
         sweep = summary.sweep_path(run_dir)
-        if sweep:
+        if summary.stalled_path(run_dir):
+            summary.write_stalled(run_dir)
+        elif sweep:
             report.write_sweep(run_dir, results.load(results.ALLREDUCE_RESULT, sweep))
         else:
             summary.write_report(run_dir, results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON))
@@ -566,7 +585,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--kubernetes-version", default=k8s["version"],
                        help="the API the MPIJob's pod templates are validated against")
     group.add_argument("--timeout", type=_positive_seconds, default=job_defaults.DEFAULTS["timeout_s"],
-                       help="seconds to wait for an MPIJob to finish")
+                       help="seconds the job may run: how long an MPIJob is waited for, and when an mpirun, horovodrun "
+                       "or torchrun job is ended")
+    group.add_argument("--stall-timeout", type=_positive_seconds,
+                       help="seconds a rank may beat no more, or every rank go without finishing a start-up stage or a "
+                       "step, before the "
+                       f"job is ended as stalled, naming the rank (default: {job_defaults.DEFAULTS['stall_timeout_s']}"
+                       ", or half the timeout where that is shorter; mpirun, horovodrun and torchrun jobs)")
     _add_execution(p)
     add_arguments(p)
     _add_sweep(p)

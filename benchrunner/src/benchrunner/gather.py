@@ -1,7 +1,8 @@
 """A run's files brought from its nodes to the control host in one message per node.
 
 Each node of the job answers one shell command of the benchmark play (roles/benchrunner/tasks/run.yml: no Python
-needed there) with its rank results and, on the launcher's host, what the launcher left: a file's path in the run's
+needed there) with its rank results, the watchdog's record where it ended the job as stalled, and, on the launcher's
+host, what the launcher left: a file's path in the run's
 folder on one line, its bytes in base64 on the next. The control host writes them into the run's folder, accepting
 only the names a run's nodes may send.
 """
@@ -13,9 +14,9 @@ import binascii
 import re
 from pathlib import Path
 
-from benchrunner import results
+from benchrunner import results, watchdog
 
-RANK_FILE = re.compile(r"raw/(rank-[0-9]+|allreduce)\.json")
+RUN_FILE = re.compile(rf"raw/(rank-[0-9]+|allreduce)\.json|{re.escape(watchdog.STALLED_JSON)}")
 
 
 def parse(host: str, text: str, leaves: tuple[str, ...]) -> dict[str, str]:
@@ -26,8 +27,9 @@ def parse(host: str, text: str, leaves: tuple[str, ...]) -> dict[str, str]:
         raise ValueError(f"{host}: a file name without its content in what the node sent ({lines[-1]!r})")
     files = {}
     for name, encoded in zip(lines[::2], lines[1::2]):
-        if not RANK_FILE.fullmatch(name) and name not in leaves:
-            raise ValueError(f"{host}: sent {name!r}, which is neither a rank's result nor one of {list(leaves)}")
+        if not RUN_FILE.fullmatch(name) and name not in leaves:
+            raise ValueError(f"{host}: sent {name!r}, which is neither a rank's result, the watchdog's "
+                             f"{watchdog.STALLED_JSON} nor one of {list(leaves)}")
         try:
             files[name] = base64.b64decode(encoded, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError) as exc:

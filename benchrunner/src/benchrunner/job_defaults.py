@@ -25,6 +25,10 @@ DEFAULTS: dict[str, Any] = {
     "launcher_args": [],
     "git_commit": None,
     "timeout_s": 3600,
+    # A rank that beats no more, or a job none of whose ranks completes a step, for this long is a stall: the job is
+    # ended and the rank named (benchrunner.watchdog). Longer than a real job's start and slowest step (a first step
+    # that compiles included); a job whose timeout_s is shorter than twice this gets half its timeout_s.
+    "stall_timeout_s": 300,
     "slurm": {"partition": None, "mpi": "pmix"},
     # The pods' /dev/shm is memory-backed: the container runtime's default is 64 MiB, too little for NCCL and
     # TensorFlow's shared-memory transports. No RDMA resource by default: a wrong name leaves workers Pending.

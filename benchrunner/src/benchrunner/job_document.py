@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchrunner import kubernetes, launchers, results, sweep
+from benchrunner import kubernetes, launchers, results, sweep, watchdog
 from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
 from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.launchers import srun
@@ -41,6 +41,11 @@ class Plan:
     kubernetes: dict[str, Any]
     timeout_s: float
     document: dict[str, Any]
+    stall_timeout_s: float
+
+    @property
+    def limits(self) -> watchdog.Limits:
+        return watchdog.Limits(timeout_s=self.timeout_s, stall_timeout_s=self.stall_timeout_s)
 
     @property
     def pods(self) -> k8s_launcher.PodSettings:
@@ -56,8 +61,18 @@ class Plan:
                                          results_claim=k8s["results_claim"], runtime_class=k8s["runtime_class"])
 
 
+def stall_timeout(document: dict[str, Any]) -> Any:
+    """The job's stall timeout: its own, else the default or half its timeout_s, whichever is shorter (a job
+    resolved before there was one gets it too)."""
+    if "stall_timeout_s" in document:
+        return document["stall_timeout_s"]
+    timeout = document.get("timeout_s", DEFAULTS["timeout_s"])
+    return min(DEFAULTS["stall_timeout_s"], timeout / 2) if isinstance(timeout, (int, float)) else None
+
+
 def _with_defaults(request: dict[str, Any]) -> dict[str, Any]:
-    document = {**DEFAULTS, **request}
+    document = {**{k: v for k, v in DEFAULTS.items() if k != "stall_timeout_s"}, **request}
+    document["stall_timeout_s"] = stall_timeout(document)
     for key in ("allreduce", "nodes", "slurm", "kubernetes"):
         document[key] = {**DEFAULTS[key], **request.get(key, {})}
     # A play that provisions no Kubernetes has no release to name: the one benchrunner validates against by default.
@@ -125,8 +140,13 @@ def _settings_problems(document: dict[str, Any], complete: bool) -> list[str]:
     if bounds and document["program"] == "allreduce":
         problems.append(bounds)
     problems += srun.slurm_problems(document["slurm"]["partition"], document["slurm"]["mpi"])
-    if not (isinstance(document["timeout_s"], (int, float)) and math.isfinite(document["timeout_s"])):
-        problems.append(f"timeout_s must be a finite number of seconds, got {document['timeout_s']!r}")
+    timeout, stall = document["timeout_s"], document["stall_timeout_s"]
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout)):
+        problems.append(f"timeout_s must be a finite number of seconds, got {timeout!r}")
+    elif not (isinstance(stall, (int, float)) and math.isfinite(stall)
+              and watchdog.MIN_STALL_TIMEOUT_S <= stall < timeout):
+        problems.append(f"stall_timeout_s must be a number of seconds from {watchdog.MIN_STALL_TIMEOUT_S:g} "
+                        f"({watchdog.MIN_BEATS} of the ranks' beats) to below timeout_s ({timeout:g}), got {stall!r}")
     if complete and document["launcher"] == "mpijob" and document["network"] == "rdma" \
             and not document["kubernetes"]["rdma_resource"]:
         problems.append("an RDMA MPIJob needs kubernetes.rdma_resource, the RDMA device plugin's resource "
@@ -153,7 +173,7 @@ def _plan(document: dict[str, Any]) -> Plan:
         git_commit=document["git_commit"], allreduce_min_bytes=document["allreduce"]["min_bytes"],
         allreduce_max_bytes=document["allreduce"]["max_bytes"])
     return Plan(job=job, slurm=document["slurm"], kubernetes=document["kubernetes"], timeout_s=document["timeout_s"],
-                document=document)
+                document=document, stall_timeout_s=stall_timeout(document))
 
 
 def plan(request: dict[str, Any], source: str = "job document", complete: bool = True) -> Plan:

@@ -513,6 +513,27 @@ def write_sweep(run_dir: Path, sweep: dict[str, Any], *, plots: bool = True) -> 
     return run_dir / REPORT_MD
 
 
+def write_stalled(run_dir: Path, stalled: dict[str, Any]) -> Path:
+    """report.md and report.html of a job the watchdog ended as stalled: which rank, on which host, and every rank's
+    state; nothing was measured."""
+    gathered = sorted((run_dir / "raw").glob("rank-*.json"))
+    intro = [f"STALLED: {stalled['reason'].removeprefix('stalled: ')}",
+             f"detected: {day(stalled['detected_at'])}, {stalled['elapsed_s']:.0f} s after the launch (stall timeout "
+             f"{stalled['stall_timeout_s']:g} s); the launching node ended the job, so nothing was measured",
+             f"rank results that reached the control host: {len(gathered)} of {len(stalled['ranks'])}"]
+    rows = [(str(r["rank"]), r["host"] or "-", r["state"] + (" (STALLED)" if r["rank"] in stalled["stalled"] else ""),
+             str(r["steps"]), f"{r['silent_s']:.1f}") for r in stalled["ranks"]]
+    tables = [Table("Ranks", ("rank", "host", "state", "completed steps", "since its last beat (s)"), rows,
+                    "Every rank beats on its output every few seconds and after each step; a rank that beats no "
+                    "more is stopped or wedged, and ranks that all beat but complete no step wait in a hung "
+                    "collective.")]
+    title = f"Run {stalled['run_id']}: stalled"
+    links = job_files(run_dir)
+    results.write_atomic(run_dir / REPORT_MD, markdown(title, intro, tables, [], run_dir, links))
+    results.write_atomic(run_dir / REPORT_HTML, html_page(title, intro, tables, [], links))
+    return run_dir / REPORT_MD
+
+
 def job_files(run_dir: Path) -> list[str]:
     """What the job asked for, kept in the run folder beside the results: its document, and what its launcher left
     (the list the benchmark play gathers); none for a run without its job."""
@@ -592,7 +613,7 @@ def html_page(title: str, intro: list[str], tables: list[Table], figures: list[P
 
 
 # Words in an intro line that a reader must not miss.
-WARNINGS = ("FAILED", "SHORT", "DIFFERS", "POOLED", "could not read")
+WARNINGS = ("FAILED", "SHORT", "DIFFERS", "POOLED", "STALLED", "could not read")
 
 
 def _intro_html(line: str) -> str:

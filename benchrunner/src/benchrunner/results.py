@@ -25,11 +25,13 @@ NODE_VALIDATION = "node-validation"
 JOB = "job"
 # The raw bandwidth of the link between two nodes (iperf3), the reference for an allreduce sweep's bus bandwidth.
 RAW_BANDWIDTH = "raw-bandwidth"
+# What the launching node's watchdog wrote when it ended a job whose ranks stopped (benchrunner.watchdog).
+STALLED = "stalled"
 # Documents that carry their kind and schema_version; a campaign file is written by hand and carries neither.
-KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE, NODE_VALIDATION, JOB, RAW_BANDWIDTH)
+KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE, NODE_VALIDATION, JOB, RAW_BANDWIDTH, STALLED)
 SCHEMA_VERSION = 2
 # Kinds whose schema has a version of its own; the others (and the campaign file) are at SCHEMA_VERSION.
-SCHEMA_VERSIONS = {JOB: 1, NODE_VALIDATION: 4}
+SCHEMA_VERSIONS = {JOB: 1, NODE_VALIDATION: 4, STALLED: 1}
 # Older versions still read (validated against their own schema), for documents written before the current one.
 READ_VERSIONS = {NODE_VALIDATION: (2, 3)}
 # What a run's raw/ holds: one file per rank for training, one file for an allreduce sweep (beside it, the link's

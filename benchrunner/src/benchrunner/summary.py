@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchrunner import frameworks, provenance, report, results, stats
+from benchrunner import frameworks, provenance, report, results, stats, watchdog
 from benchrunner import workload as workload_module
 
 RAW_DIR = "raw"
@@ -461,6 +461,21 @@ def sweep_path(run_dir: Path) -> Path | None:
     """The run's allreduce result when the run was a sweep, else None."""
     path = run_dir / RAW_DIR / results.SWEEP_JSON
     return path if path.exists() else None
+
+
+def stalled_path(run_dir: Path) -> Path | None:
+    """The watchdog's record when it ended the run's job as stalled, else None."""
+    path = run_dir / watchdog.STALLED_JSON
+    return path if path.exists() else None
+
+
+def write_stalled(run_dir: Path) -> dict[str, Any]:
+    """The report of a run whose job stalled: what the watchdog recorded, since no rank measured anything."""
+    check_run_folder(run_dir)
+    stalled = results.load(results.STALLED, run_dir / watchdog.STALLED_JSON)
+    report.write_stalled(run_dir, stalled)
+    point_latest(run_dir)
+    return stalled
 
 
 def write_sweep(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:

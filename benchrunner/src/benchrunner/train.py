@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchrunner import data, models, provenance, results, stats
+from benchrunner import data, models, provenance, results, stats, watchdog
 from benchrunner.rank_env import GPU_ENV
 from benchrunner.workload import Workload
 
@@ -26,6 +26,7 @@ def mark(stage: str) -> None:
     if stage not in STARTUP_STAGES:
         raise ValueError(f"unknown start-up stage {stage!r}: one of {', '.join(STARTUP_STAGES)}")
     _startup[stage] = time.time()
+    watchdog.reached(stage)
 
 
 def startup(origin: float, first_step_done: float) -> dict[str, float]:
@@ -154,6 +155,7 @@ def measure(workload: Workload, next_batch: Callable[[], Any], train_step: Calla
         fetched = clock()
         loss = train_step(step, batch)  # a float: the step has finished
         ended = clock()
+        watchdog.advance()
         if step == 0:
             out.first_step_done = wall()
             after_first_step(batch)

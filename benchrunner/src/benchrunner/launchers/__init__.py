@@ -10,6 +10,8 @@ options and environment; only how the processes are placed differs. A launcher m
   NEEDS         what it must be given: "hosts" (to place ranks on), "slurm" (a controller), "kubeconfig"
   USES_HOSTS    whether hosts it is given decide where ranks run (an MPIJob's pods are placed by Kubernetes)
   LEAVES        the files it writes in the run's folder beside raw/, kept with the results
+  BEATS         whether its ranks' stdout reaches the launching node's, so that the ranks beat there and a stalled
+                job is ended and named (benchrunner.watchdog)
   first_host(job)  the host rank 0 runs on where the launcher decides it (None where ranks learn it otherwise)
   start(job, options)  starts the job from the launching node (None for one started from the control host)
 """
@@ -25,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from benchrunner import frameworks, plugins, results
+from benchrunner import frameworks, plugins, results, watchdog
 from benchrunner.job_defaults import DEFAULTS
 from benchrunner.rank_env import GPU_ENV, LAUNCHED_AT_ENV, SINGLE
 from benchrunner.sweep import MAX_BYTES, MIN_BYTES
@@ -196,8 +198,10 @@ def hostfile(job: Job) -> str:
 
 
 def kept_files(launcher: str) -> tuple[str, ...]:
-    """What a run's folder keeps beside raw/ of a job of this launcher: the job itself and what the launcher left."""
-    return (JOB_JSON, *get(launcher).LEAVES)
+    """What a run's folder keeps beside raw/ of a job of this launcher: the job itself, what the launcher left and, for
+    a job the watchdog ended, its record."""
+    spec = get(launcher)
+    return (JOB_JSON, *spec.LEAVES, *((watchdog.STALLED_JSON,) if spec.BEATS else ()))
 
 
 def run_dir(job: Job) -> Path:
@@ -205,15 +209,19 @@ def run_dir(job: Job) -> Path:
     return Path(job.output_dir).parent
 
 
-def execute(job: Job, options: Options = Options()) -> int:
-    """Start the job from this host with its launcher."""
+def execute(job: Job, options: Options = Options(), limits: watchdog.Limits | None = None) -> int:
+    """Start the job from this host with its launcher; given limits, a launcher whose ranks beat here runs watched, and
+    a job that stalls or outlives its timeout is ended (benchrunner.watchdog)."""
     os.environ[LAUNCHED_AT_ENV] = f"{time.time():.6f}"
     # Ranks find benchrunner, and mpirun its orted, on the same path as here.
     os.environ["PATH"] = os.pathsep.join([str(Path(job.benchrunner).parent), os.environ.get("PATH", "")])
     start = get(job.launcher).start
     if start is None:
         raise ValueError(f"launcher {job.launcher} starts jobs from the control host, not from a node")
-    return start(job, options)
+    if limits is None or options.dry_run or not get(job.launcher).BEATS:
+        return start(job, options)
+    return watchdog.supervise(lambda: start(job, options), run_id=job.run_id, run_dir=run_dir(job), ranks=job.ranks,
+                              limits=limits)
 
 
 def launcher_problem(source: str, launcher: str, framework: str) -> str | None:

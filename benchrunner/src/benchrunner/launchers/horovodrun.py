@@ -19,6 +19,7 @@ RANK_VARIABLES = None
 NEEDS = frozenset({"hosts"})
 USES_HOSTS = True
 LEAVES = ()
+BEATS = True
 
 
 def first_host(job: Job) -> str | None:

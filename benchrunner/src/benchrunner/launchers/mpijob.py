@@ -22,6 +22,8 @@ NEEDS = frozenset({"kubeconfig"})
 USES_HOSTS = False
 MANIFEST = "mpijob.yaml"
 LEAVES = (MANIFEST,)
+# The ranks' output goes to the launcher pod's log, which the control host reads only once the job ended.
+BEATS = False
 # Submitted from the control host (benchrunner.mpijob), not started on a node.
 start = None
 

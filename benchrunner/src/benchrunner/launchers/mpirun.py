@@ -21,6 +21,7 @@ NEEDS = frozenset({"hosts"})
 USES_HOSTS = True
 HOSTFILE = "hostfile"
 LEAVES = (HOSTFILE,)
+BEATS = True
 
 
 def first_host(job: Job) -> str | None:

@@ -24,6 +24,9 @@ NEEDS = frozenset({"slurm"})
 USES_HOSTS = True
 SCRIPT = "job.sbatch"
 LEAVES = (SCRIPT,)
+# The ranks' output goes to the batch script's output file on the batch host, where the launching node's
+# watchdog does not read it: not watched for stalls (Slurm's own time limit ends the job).
+BEATS = False
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

@@ -26,6 +26,7 @@ RANK_VARIABLES = "torchrun"
 NEEDS = frozenset({"hosts"})
 USES_HOSTS = True
 LEAVES = ()
+BEATS = True
 # torchrun's own default rendezvous port (torch.distributed.run: --rdzv-endpoint without a port).
 RDZV_PORT = 29400
 POLL_S = 0.5

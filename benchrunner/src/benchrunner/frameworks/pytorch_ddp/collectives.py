@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from benchrunner import results
+from benchrunner import results, watchdog
 from benchrunner.frameworks.pytorch_ddp import NAME, distributed, provenance
 from benchrunner.sweep import bus_bandwidth, iterations_for, sizes
 from benchrunner.train import RunContext
@@ -109,6 +109,7 @@ def sweep(prepare: Prepare, byte_sizes: list[int], ranks: int, device: torch.dev
         algbw = counted / seconds
         points.append({"bytes": counted, "iterations": count, "time_s": seconds, "algbw_bytes_per_s": algbw,
                        "busbw_bytes_per_s": algbw * bus_factor})
+        watchdog.advance()
     return points
 
 

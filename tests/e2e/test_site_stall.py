@@ -1,0 +1,97 @@
+"""A hung rank is named on the lab: a campaign's two-rank run whose second rank is stopped mid-run (SIGSTOP, as a hung
+NCCL call leaves a rank) is ended within its stall timeout, recorded as stalled naming the rank and its host, and the
+campaign's next run is done."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from benchrunner import campaign, report, results, watchdog
+from lab import PROJECT, lab_node_names, run_site
+
+# Longer than any start-up stage or step of two TensorFlow ranks on the lab's shared cores.
+STALL_TIMEOUT_S = 60
+# Two-rank runs: a long one (ended by the stall long before its steps are done) and a short one after it.
+CAMPAIGN = {
+    "name": "stall",
+    "repeats": 1,
+    "gpus": [2],
+    "workloads": {"measured_steps": [100000, 6]},
+    "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2},
+    "extra_vars": {"benchrunner_stall_timeout_s": STALL_TIMEOUT_S, "benchrunner_timeout_s": 900},
+}
+# The rank processes (orted, which started them, does not match; mpirun runs on the first node).
+RANK_PATTERN = "bin/benchrunner train"
+
+
+@pytest.fixture(scope="module")
+def provisioned() -> None:
+    """The lab provisioned from this checkout: its benchrunner, the one that beats, on the nodes."""
+    outcome = run_site(skip_tags="benchmark")
+    assert outcome.ok, outcome.failures
+
+
+def ranks_on(node: str) -> list[str]:
+    found = subprocess.run(["podman", "exec", node, "pgrep", "-f", RANK_PATTERN], capture_output=True, text=True,
+                           check=False)
+    return found.stdout.split()
+
+
+def signal_ranks(node: str, name: str) -> None:
+    subprocess.run(["podman", "exec", node, "pkill", f"-{name}", "-f", RANK_PATTERN], capture_output=True, check=False)
+
+
+def test_a_stopped_rank_ends_its_run_named_with_its_host_and_the_campaign_goes_on(provisioned, tmp_path):
+    document = {**CAMPAIGN, "seed": next(s for s in range(100) if campaign.schedule(CAMPAIGN, s)[0].point[
+        "workload"]["measured_steps"] == 100000)}
+    file = tmp_path / "stall.yml"
+    file.write_text(yaml.safe_dump(document))
+    results_dir = tmp_path / "results"
+    long_run, short_run = campaign.schedule(campaign.load(file), document["seed"])
+    victim = lab_node_names()[1]
+    # The name its ranks beat under: the node's own.
+    host = subprocess.run(["podman", "exec", victim, "hostname"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    process = subprocess.Popen([sys.executable, "-m", "benchrunner", "campaign", str(file), "--results-dir",
+                                str(results_dir)], cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not ranks_on(victim):
+            assert process.poll() is None, process.communicate()[0]
+            assert time.monotonic() < deadline, f"no rank started on {victim} within 600 s"
+            time.sleep(1)
+        # Well into its steps: the rank beats, then goes silent.
+        time.sleep(30)
+        signal_ranks(victim, "STOP")
+        stopped = time.monotonic()
+        output, _ = process.communicate(timeout=1200)
+        left = ranks_on(victim)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        signal_ranks(victim, "KILL")
+    assert process.returncode == 1, output
+
+    runs = results.load(results.CAMPAIGN_STATE, results_dir / "campaigns" / "stall" / campaign.STATE_JSON)["runs"]
+    failed, done = runs[long_run.run_id], runs[short_run.run_id]
+    assert failed["status"] == "failed" and done["status"] == "done", output
+    assert failed["reason"].startswith(f"stalled: rank 1 on host {host} went silent"), failed
+    run_dir = results_dir / long_run.run_id
+    record = results.load(results.STALLED, run_dir / watchdog.STALLED_JSON)
+    assert record["stalled"] == [1] and record["cause"] == "silent"
+    ranks = {r["rank"]: r for r in record["ranks"]}
+    assert ranks[1]["host"] == host and ranks[1]["steps"] > 0 and ranks[0]["state"] == "running"
+    # Ended by the stall, not by the job's timeout (900 s): within the stall timeout and the play's own time.
+    assert ranks[1]["silent_s"] < STALL_TIMEOUT_S + 5 and failed["elapsed_s"] < 900, (record, failed)
+    assert time.monotonic() - stopped < 900
+    assert f"STALLED: rank 1 on host {host} went silent" in (run_dir / report.REPORT_MD).read_text()
+    # The stopped rank did not outlive its job.
+    assert left == [], left
+    text = (results_dir / "campaigns" / "stall" / report.REPORT_MD).read_text()
+    assert f"failed: {long_run.run_id}: stalled: rank 1 on host {host}" in text

@@ -190,13 +190,17 @@ def launch_plan(document: Any, source: str = "job document") -> Plan:
     if not isinstance(document, dict) or document.get(RESOLVED) is not True:
         raise ValueError(f"{source}: not a resolved job (no '{RESOLVED}: true'): resolve the request first with "
                          "`benchrunner job resolve`, and launch what it prints")
-    problems = _disagreements(document, resolve(document, source))
+    again = resolve(document, source)
+    # A job resolved before a key existed is launched with the value resolve gives it now, as it would have been.
+    problems = _disagreements(document, {k: v for k, v in again.items() if k in document or k not in ADDED_KEYS})
     if problems:
         raise ValueError(f"{source}: the resolved job no longer holds together: {'; '.join(problems)} (resolve the "
                          "request again, or change the keys together)")
     return _plan(document)
 
 
+# Keys of a resolved job that jobs resolved by an earlier benchrunner lack.
+ADDED_KEYS = ("stall_timeout_s",)
 # A key one side of a comparison lacks (None is a value a job may hold).
 _ABSENT = object()
 

@@ -7,13 +7,18 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from benchrunner import cli, launchers
+import benchrunner
+from benchrunner import cli, launchers, watchdog
 from benchrunner.launchers import srun
 from benchrunner.workload import Workload
 
+SRC = str(Path(benchrunner.__file__).resolve().parents[1])
+BENCHRUNNER = str(Path(sys.executable).with_name("benchrunner"))
+LIMITS = watchdog.Limits(timeout_s=3600, stall_timeout_s=300)
 HOSTILE_VALUES = {
     "QUOTES": "it's \"quoted\" 'twice'",
     "SUBSHELL": "$(touch {marker}) `touch {marker}`",
@@ -39,15 +44,16 @@ def test_hostile_env_values_reach_the_ranks_exactly_and_run_nothing(tmp_path):
     marker = tmp_path / "INJECTED"
     values = {name: value.format(marker=marker) for name, value in HOSTILE_VALUES.items()}
     job = launchers.Job(run_id="r1", output_dir=str(tmp_path / "raw"), ranks=1, stack="slurm", launcher="srun",
-                        env=tuple(sorted(values.items())), workload=Workload())
+                        env=tuple(sorted(values.items())), workload=Workload(), benchrunner=BENCHRUNNER)
     script = tmp_path / "job.sbatch"
-    script.write_text(srun.script(job, partition="debug"))
+    script.write_text(srun.script(job, LIMITS, partition="debug"))
     srun_stub(tmp_path)
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    # srun runs under the watchdog (`benchrunner watch`), this checkout's.
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "PYTHONPATH": SRC}
     subprocess.run(["bash", str(script)], check=True, env=env, cwd=tmp_path)
     recorded = json.loads((tmp_path / "srun.json").read_text())
     assert recorded["env"] == values
-    assert recorded["argv"][:3] == ["--mpi=pmix", "--kill-on-bad-exit=1", "benchrunner"]
+    assert recorded["argv"][:3] == ["--mpi=pmix", "--kill-on-bad-exit=1", BENCHRUNNER]
     assert not marker.exists()
 
 
@@ -78,7 +84,7 @@ def test_env_values_from_the_command_line_are_not_retyped(capsys):
 def test_values_that_would_change_a_script_or_hostfile_are_refused(change, refusal):
     settings = {"run_id": "r1", "output_dir": "/o", "ranks": 1, "stack": "slurm", "launcher": "srun", **change}
     with pytest.raises(ValueError) as refused:
-        srun.script(launchers.Job(**settings))
+        srun.script(launchers.Job(**settings), LIMITS)
     assert refusal in str(refused.value)
     with pytest.raises(ValueError):
         launchers.hostfile(launchers.Job(**{**settings, "stack": "baremetal", "launcher": "mpirun",
@@ -90,4 +96,4 @@ def test_values_that_would_change_a_script_or_hostfile_are_refused(change, refus
 def test_a_partition_or_mpi_plugin_that_is_not_a_name_is_refused(partition, mpi):
     job = launchers.Job(run_id="r1", output_dir="/o", ranks=1, stack="slurm", launcher="srun")
     with pytest.raises(ValueError, match=r"is not a (partition|plugin) name"):
-        srun.script(job, partition=partition, mpi=mpi)
+        srun.script(job, LIMITS, partition=partition, mpi=mpi)

@@ -449,12 +449,14 @@ def test_the_stall_timeout_is_the_jobs_own_else_the_default_or_half_its_timeout(
                                                            ("srun", "", False)])
 def test_a_launcher_whose_ranks_beat_here_runs_watched_with_the_jobs_limits(tmp_path, monkeypatch, launcher, hosts,
                                                                             watched):
+    """Watched on the launching node, or (srun) handed the limits for the watchdog inside its job."""
     watches = []
     monkeypatch.setenv("PATH", os.environ["PATH"])
     monkeypatch.delenv(launchers.LAUNCHED_AT_ENV, raising=False)
     monkeypatch.setattr(watchdog, "supervise", lambda start, **given: watches.append(given) or 0)
     started = []
-    monkeypatch.setattr(launchers.get(launcher), "start", lambda job, options: started.append(job) or 0)
+    monkeypatch.setattr(launchers.get(launcher), "start",
+                        lambda job, options, **limits: started.append((job, limits)) or 0)
     stack = "slurm" if launcher == "srun" else "baremetal"
     framework = ["--framework", "pytorch-ddp"] if launcher == "torchrun" else []
     assert cli.main(["launch", "--run-id", "r1", "--results-dir", str(tmp_path), "--ranks", "2", "--hosts", hosts,
@@ -464,4 +466,5 @@ def test_a_launcher_whose_ranks_beat_here_runs_watched_with_the_jobs_limits(tmp_
         assert watches == [{"run_id": "r1", "run_dir": tmp_path / "r1", "ranks": 2,
                             "limits": watchdog.Limits(timeout_s=600, stall_timeout_s=60)}] and started == []
     else:
-        assert watches == [] and len(started) == 1
+        assert watches == [] and [limits for _, limits in started] == [
+            {"limits": watchdog.Limits(timeout_s=600, stall_timeout_s=60)}]

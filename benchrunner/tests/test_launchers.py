@@ -4,7 +4,7 @@ import shlex
 
 import pytest
 
-from benchrunner import cli, kubernetes, launchers, rank_env
+from benchrunner import cli, kubernetes, launchers, rank_env, watchdog
 from benchrunner.launchers import horovodrun, mpirun, srun, torchrun
 from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.workload import Workload
@@ -76,19 +76,49 @@ def test_rank_refuses_anything_but_a_rank_program(monkeypatch, capsys):
     assert "must hold 'train ...' or 'allreduce ...'" in capsys.readouterr().err
 
 
+# An hour, its stall timeout the default: what a job document asks for unless it says otherwise.
+LIMITS = watchdog.Limits(timeout_s=3600, stall_timeout_s=300)
+
+
+def srun_command(script: str) -> list[str]:
+    """The batch script's srun command: its last line, after the watchdog's command and its --."""
+    watched = shlex.split(script.strip().splitlines()[-1])
+    return watched[watched.index("--") + 1:]
+
+
 def test_sbatch_script_asks_slurm_for_the_same_layout():
-    script = srun.script(job(stack="slurm", launcher="srun"), partition="gpu", mpi="pmi2")
+    script = srun.script(job(stack="slurm", launcher="srun"), LIMITS, partition="gpu", mpi="pmi2")
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=6", "#SBATCH --ntasks-per-node=4",
                  "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu", "#SBATCH --nodelist=gpu1,gpu2",
                  "export NCCL_DEBUG=INFO"):
         assert line + "\n" in script
-    command = shlex.split(script.strip().splitlines()[-1])
+    command = srun_command(script)
     assert command[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
     assert parsed(command).launcher == "srun" and parsed(command).stack == "slurm"
 
 
+def test_sbatch_script_runs_srun_watched_on_the_batch_host_within_the_jobs_limits():
+    # Paths with a space and a quote: each stays one word of the command.
+    the_job = job(stack="slurm", launcher="srun", benchrunner="/opt/it's here/bin/benchrunner",
+                  output_dir="/var/lib/hpc ml/results/r1/raw")
+    script = srun.script(the_job, watchdog.Limits(3601, 42.5))
+    watched = shlex.split(script.strip().splitlines()[-1])
+    assert watched[:watched.index("--")] == [
+        "/opt/it's here/bin/benchrunner", "watch", "--run-id", "camp.train-resnet50.r1",
+        "--run-dir", "/var/lib/hpc ml/results/r1", "--ranks", "6", "--timeout", "3601", "--stall-timeout", "42.5"]
+    # The command the batch script runs is one the watch command takes, and it watches what srun starts: the same job.
+    args = cli.build_parser().parse_args(watched[1:])
+    assert (args.func, args.run_id, args.ranks, args.timeout, args.stall_timeout, args.argv[:2]) == (
+        cli.cmd_watch, the_job.run_id, 6, 3601, 42.5, ["srun", "--mpi=pmix"])
+    assert args.argv[args.argv.index("/opt/it's here/bin/benchrunner"):] == the_job.rank_argv()
+    # The ranks beat (the launch time is exported), and Slurm's own limit is the timeout in minutes, rounded up, +1.
+    assert f"export {rank_env.LAUNCHED_AT_ENV}=$(date +%s.%N)\n" in script
+    assert "#SBATCH --time=62\n" in script
+    assert "#SBATCH --time=61\n" in srun.script(job(stack="slurm", launcher="srun"), watchdog.Limits(3600, 300))
+
+
 def test_sbatch_script_without_hosts_lets_slurm_place_the_job():
-    assert "--nodelist" not in srun.script(job(stack="slurm", launcher="srun", hosts=()))
+    assert "--nodelist" not in srun.script(job(stack="slurm", launcher="srun", hosts=()), LIMITS)
 
 
 def test_srun_given_too_few_hosts_is_refused():
@@ -106,7 +136,7 @@ def test_every_launcher_hands_the_ranks_the_same_workload(launcher):
         argv = ["/opt/hpcml/venv/bin/benchrunner", *shlex.split(
             horovodrun.environment(the_job)[rank_env.RANK_ARGV_ENV])]
     elif launcher == "srun":
-        argv = shlex.split(srun.script(the_job).strip().splitlines()[-1])
+        argv = srun_command(srun.script(the_job, LIMITS))
     else:
         manifest = k8s_launcher.mpijob_manifest(the_job, image="registry.local/benchrunner:1")
         argv = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
@@ -306,7 +336,7 @@ def test_pytorch_ranks_started_directly_learn_where_rank_0_is(launcher):
 
 
 def test_slurm_tells_pytorch_ranks_the_first_node_it_chose():
-    script = srun.script(torch_job(launcher="srun", stack="slurm", hosts=()))
+    script = srun.script(torch_job(launcher="srun", stack="slurm", hosts=()), LIMITS)
     assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
     assert "export MASTER_PORT=29500" in script
 

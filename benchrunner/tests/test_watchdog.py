@@ -9,6 +9,8 @@ import argparse
 import base64
 import json
 import os
+import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,8 +19,11 @@ import pytest
 
 import benchrunner
 from benchrunner import campaign, cli, gather, launchers, results, summary, watchdog
+from benchrunner.launchers import srun
 
 SRC = str(Path(benchrunner.__file__).resolve().parents[1])
+# The benchrunner command beside this Python (it imports SRC, on PYTHONPATH).
+BENCHRUNNER = str(Path(sys.executable).with_name("benchrunner"))
 # One rank: beats every 0.1 s and after each step, completes a step every 0.05 s, stops itself (SIGSTOP) before step
 # `stop_at`, or goes on beating without completing a step from step `stuck_at`; a rank that ends says so on its output.
 RANK = """
@@ -53,10 +58,15 @@ sys.exit(code if not any(codes) else 1)
 NEVER = 10**6
 
 
+def launcher_argv(tmp_path: Path, ranks: list[tuple[int, str, int, int, int]], code: int = 0) -> list[str]:
+    """The fake launcher's command, starting these ranks (their pids in tmp_path/pids.json)."""
+    os.environ["PYTHONPATH"] = SRC
+    return [sys.executable, "-c", LAUNCHER, json.dumps(ranks), str(tmp_path / "pids.json"), str(code), RANK]
+
+
 def launcher(tmp_path: Path, ranks: list[tuple[int, str, int, int, int]], code: int = 0):
     """start() for supervise: replaces the forked child with the fake launcher, as mpirun's start does."""
-    argv = [sys.executable, "-c", LAUNCHER, json.dumps(ranks), str(tmp_path / "pids.json"), str(code), RANK]
-    os.environ["PYTHONPATH"] = SRC
+    argv = launcher_argv(tmp_path, ranks, code)
 
     def start() -> int:
         os.execvp(argv[0], argv)
@@ -105,11 +115,97 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout_named_with_its_hos
     assert "launcher: to stderr" in err
     assert "benchrunner: stalled: rank 1 on host node-b went silent" in err
     # Every rank is gone, the stopped one included.
-    pids = json.loads((tmp_path / "pids.json").read_text())
+    assert all_gone(json.loads((tmp_path / "pids.json").read_text()))
+
+
+def all_gone(pids: list[int]) -> bool:
     deadline = time.monotonic() + 5
     while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(alive(pid) for pid in pids), pids
+    return not any(alive(pid) for pid in pids)
+
+
+def batch_job(tmp_path: Path, ranks: list[tuple[int, str, int, int, int]],
+              limits: watchdog.Limits) -> tuple[launchers.Job, subprocess.CompletedProcess[str], float]:
+    """srun's batch script for a job of these ranks, run as Slurm runs it on the batch host: with an srun that starts
+    the fake ranks and passes their output on (as srun does every task's), and this checkout's benchrunner."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nexec {shlex.join(launcher_argv(tmp_path, ranks))}\n")
+    (bin_dir / "srun").chmod(0o755)
+    job = launchers.Job(run_id="stall-test", output_dir=str(tmp_path / "run" / "raw"), ranks=len(ranks),
+                        stack="slurm", launcher="srun", benchrunner=BENCHRUNNER)
+    batch_script = tmp_path / srun.SCRIPT
+    batch_script.write_text(srun.script(job, limits))
+    started = time.monotonic()
+    ran = subprocess.run(["bash", str(batch_script)], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                         capture_output=True, text=True, check=False, timeout=60)
+    return job, ran, time.monotonic() - started
+
+
+def test_an_srun_job_is_watched_on_its_batch_host_and_a_stopped_rank_ends_it_as_stalled(tmp_path):
+    job, ran, took = batch_job(tmp_path, [(0, "node-a", NEVER, NEVER, NEVER), (1, "node-b", NEVER, 5, NEVER)],
+                               watchdog.Limits(60, STALL_S))
+    # The script's status, so the Slurm job's ExitCode, is the watchdog's: what `benchrunner launch` then exits with.
+    assert ran.returncode == watchdog.STALLED_EXIT, ran.stderr
+    assert took < STALL_S + 8, took
+    record = results.load(results.STALLED, launchers.run_dir(job) / watchdog.STALLED_JSON)
+    assert (record["run_id"], record["cause"], record["stalled"]) == ("stall-test", "silent", [1])
+    assert record["reason"].startswith("stalled: rank 1 on host node-b went silent (no beat for ")
+    # What srun passed on reaches the job's output file, the beats taken out.
+    assert "launcher: starting 2 ranks" in ran.stdout and watchdog.MARKER not in ran.stdout
+    assert "benchrunner: stalled: rank 1 on host node-b went silent" in ran.stderr
+    assert all_gone(json.loads((tmp_path / "pids.json").read_text()))
+
+
+def test_an_srun_job_that_finishes_passes_through_its_status_with_no_record(tmp_path):
+    job, ran, _ = batch_job(tmp_path, [(0, "node-a", 5, NEVER, NEVER), (1, "node-b", 8, NEVER, NEVER)],
+                            watchdog.Limits(60, STALL_S))
+    assert ran.returncode == 0, ran.stderr
+    assert not (launchers.run_dir(job) / watchdog.STALLED_JSON).exists()
+    assert "rank 0 trained 5 steps" in ran.stdout and "rank 1 trained 8 steps" in ran.stdout
+    assert watchdog.MARKER not in ran.stdout
+
+
+def test_launch_of_an_srun_job_ended_as_stalled_exits_as_for_mpirun(tmp_path, monkeypatch, capsys):
+    # Slurm stubbed: sbatch runs the batch script where it is (the batch host), scontrol says how it ended, as Slurm
+    # does for a script that exited non-zero (JobState=FAILED, ExitCode=<status>:0).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ranks = [(0, "node-a", NEVER, NEVER, NEVER), (1, "node-b", NEVER, 5, NEVER)]
+    stubs = {"srun": f"exec {shlex.join(launcher_argv(tmp_path, ranks))}\n",
+             "sbatch": f'bash "$2" > {tmp_path / "slurm.out"} 2>&1; echo $? > {tmp_path / "rc"}; echo 42\n',
+             "scontrol": f'rc=$(cat {tmp_path / "rc"}); [ "$rc" = 0 ] && echo "JobId=42 JobState=COMPLETED ExitCode=0:0" '
+                         f'|| echo "JobId=42 JobState=FAILED Reason=NonZeroExitCode ExitCode=$rc:0"\n'}
+    for name, body in stubs.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv(launchers.LAUNCHED_AT_ENV, "")
+    # Watched inside the job, where the ranks' output is; never on the launching node, which does not see it.
+    monkeypatch.setattr(watchdog, "supervise", lambda *_, **__: pytest.fail("srun watched on the launching node"))
+    stall_s = watchdog.MIN_STALL_TIMEOUT_S
+    started = time.monotonic()
+    assert cli.main(["launch", "--launcher", "srun", "--stack", "slurm", "--run-id", "stall-test", "--results-dir",
+                     str(tmp_path / "node"), "--ranks", "2", "--benchrunner", BENCHRUNNER, "--timeout", "60",
+                     "--stall-timeout", str(stall_s)]) == watchdog.STALLED_EXIT
+    assert time.monotonic() - started < stall_s + 8
+    assert "slurm job 42 ended FAILED (NonZeroExitCode)" in capsys.readouterr().err
+    run = tmp_path / "node" / "stall-test"
+    # The script Slurm ran is kept (it watched srun within the job's limits), and so is the watchdog's record.
+    assert f"watch --run-id stall-test --run-dir {run} --ranks 2 --timeout 60.0 --stall-timeout {stall_s}" in \
+        (run / srun.SCRIPT).read_text()
+    assert set(launchers.kept_files("srun")) == {launchers.JOB_JSON, srun.SCRIPT, watchdog.STALLED_JSON}
+    assert results.load(results.STALLED, run / watchdog.STALLED_JSON)["stalled"] == [1]
+    assert "benchrunner: stalled: rank 1 on host node-b went silent" in (tmp_path / "slurm.out").read_text()
+
+
+def test_the_watch_command_refuses_limits_that_do_not_hold_together(capsys):
+    assert cli.main(["watch", "--run-id", "r1", "--run-dir", "relative", "--ranks", "0", "--timeout", "10",
+                     "--stall-timeout", "10", "--", "srun"]) == 2
+    err = capsys.readouterr().err
+    assert "--run-dir 'relative' must be an absolute path" in err and "--ranks must be 1 or more, got 0" in err
+    assert "--stall-timeout must be below --timeout (10 s), got 10" in err
 
 
 def test_ranks_that_all_beat_but_complete_no_step_are_a_hung_collective_naming_the_lowest(tmp_path, capfd):
@@ -182,9 +278,10 @@ def test_a_rank_beats_only_where_its_launchers_node_reads_the_beats(monkeypatch)
     with pytest.raises(RuntimeError), watchdog.beating(True, {"RANK": "1"}):
         raise RuntimeError("a rank that failed")
     assert [line for line in lines if line.endswith(":done\n")] == []
-    for launcher_name, beats in (("mpirun", True), ("torchrun", True), ("horovodrun", True), ("srun", False),
-                                 ("mpijob", False)):
-        assert launchers.get(launcher_name).BEATS is beats, launcher_name
+    # Watched on the launching node, inside the job (srun's batch script), or not at all (an MPIJob).
+    for launcher_name, beats, in_job in (("mpirun", True, False), ("torchrun", True, False),
+                                         ("horovodrun", True, False), ("srun", True, True), ("mpijob", False, False)):
+        assert (launchers.get(launcher_name).BEATS, launchers.get(launcher_name).WATCHED_IN_JOB) == (beats, in_job)
 
 
 def test_a_stalled_run_is_reported_and_recorded_with_its_rank_and_host(tmp_path, capsys):
@@ -211,10 +308,12 @@ def test_a_stalled_run_is_reported_and_recorded_with_its_rank_and_host(tmp_path,
 
 @pytest.mark.parametrize(("launcher_name", "launched", "beats"), [
     ("mpirun", True, True), ("torchrun", True, True), ("horovodrun", True, True),
+    # srun's batch script exports the launch time and reads the beats on the batch host.
+    ("srun", True, True),
     # Not started by `benchrunner launch` (by hand, or a test's own ranks): nothing reads the beats.
-    ("mpirun", False, False),
-    # Their output goes to a file on the batch host, or the launcher pod's log: nobody reads it while they run.
-    ("srun", True, False), ("mpijob", True, False),
+    ("mpirun", False, False), ("srun", False, False),
+    # Their output goes to the launcher pod's log: nobody reads it while they run.
+    ("mpijob", True, False),
 ])
 def test_a_rank_program_beats_where_its_launchers_node_reads_them(monkeypatch, launcher_name, launched, beats):
     lines: list[str] = []

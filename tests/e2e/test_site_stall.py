@@ -1,9 +1,10 @@
 """A hung rank is named on the lab: a campaign's two-rank run whose second rank is stopped mid-run (SIGSTOP, as a hung
 NCCL call leaves a rank) is ended within its stall timeout, recorded as stalled naming the rank and its host, and the
-campaign's next run is done."""
+campaign's next run is done; the same for an srun job, watched on its batch host."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ CAMPAIGN = {
 }
 # The rank processes (orted, which started them, does not match; mpirun runs on the first node).
 RANK_PATTERN = "bin/benchrunner train"
+# An srun job's ranks alone: the batch script's watchdog and srun carry the rank command in theirs, on the batch host.
+SRUN_RANK_PATTERN = r"^\S*python\S* \S*bin/benchrunner train"
 
 
 @pytest.fixture(scope="module")
@@ -36,47 +39,58 @@ def provisioned() -> None:
     assert outcome.ok, outcome.failures
 
 
-def ranks_on(node: str) -> list[str]:
-    found = subprocess.run(["podman", "exec", node, "pgrep", "-f", RANK_PATTERN], capture_output=True, text=True,
+def ranks_on(node: str, pattern: str = RANK_PATTERN) -> list[str]:
+    found = subprocess.run(["podman", "exec", node, "pgrep", "-f", pattern], capture_output=True, text=True,
                            check=False)
     return found.stdout.split()
 
 
-def signal_ranks(node: str, name: str) -> None:
-    subprocess.run(["podman", "exec", node, "pkill", f"-{name}", "-f", RANK_PATTERN], capture_output=True, check=False)
+def signal_ranks(node: str, name: str, pattern: str = RANK_PATTERN) -> None:
+    subprocess.run(["podman", "exec", node, "pkill", f"-{name}", "-f", pattern], capture_output=True, check=False)
 
 
-def test_a_stopped_rank_ends_its_run_named_with_its_host_and_the_campaign_goes_on(provisioned, tmp_path):
-    document = {**CAMPAIGN, "seed": next(s for s in range(100) if campaign.schedule(CAMPAIGN, s)[0].point[
-        "workload"]["measured_steps"] == 100000)}
-    file = tmp_path / "stall.yml"
+def stop_a_rank_of(document: dict, tmp_path, victim: str, pattern: str) -> tuple[str, list[str], float]:
+    """The campaign run, its first run's ranks on the victim stopped well into their steps: its output, the ranks left
+    on the victim once it ended, and when the rank was stopped."""
+    file = tmp_path / f"{document['name']}.yml"
     file.write_text(yaml.safe_dump(document))
-    results_dir = tmp_path / "results"
-    long_run, short_run = campaign.schedule(campaign.load(file), document["seed"])
-    victim = lab_node_names()[1]
-    # The name its ranks beat under: the node's own.
-    host = subprocess.run(["podman", "exec", victim, "hostname"], capture_output=True, text=True,
-                          check=True).stdout.strip()
     process = subprocess.Popen([sys.executable, "-m", "benchrunner", "campaign", str(file), "--results-dir",
-                                str(results_dir)], cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+                                str(tmp_path / "results")], cwd=PROJECT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 600
-        while not ranks_on(victim):
+        while not ranks_on(victim, pattern):
             assert process.poll() is None, process.communicate()[0]
             assert time.monotonic() < deadline, f"no rank started on {victim} within 600 s"
             time.sleep(1)
         # Well into its steps: the rank beats, then goes silent.
         time.sleep(30)
-        signal_ranks(victim, "STOP")
+        signal_ranks(victim, "STOP", pattern)
         stopped = time.monotonic()
         output, _ = process.communicate(timeout=1200)
-        left = ranks_on(victim)
+        left = ranks_on(victim, pattern)
     finally:
         if process.poll() is None:
             process.kill()
-        signal_ranks(victim, "KILL")
+        signal_ranks(victim, "KILL", pattern)
     assert process.returncode == 1, output
+    return output, left, stopped
+
+
+def hostname(node: str) -> str:
+    """The name its ranks beat under: the node's own."""
+    return subprocess.run(["podman", "exec", node, "hostname"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_stopped_rank_ends_its_run_named_with_its_host_and_the_campaign_goes_on(provisioned, tmp_path):
+    document = {**CAMPAIGN, "seed": next(s for s in range(100) if campaign.schedule(CAMPAIGN, s)[0].point[
+        "workload"]["measured_steps"] == 100000)}
+    results_dir = tmp_path / "results"
+    long_run, short_run = campaign.schedule(document, document["seed"])
+    victim = lab_node_names()[1]
+    host = hostname(victim)
+    output, left, stopped = stop_a_rank_of(document, tmp_path, victim, RANK_PATTERN)
 
     runs = results.load(results.CAMPAIGN_STATE, results_dir / "campaigns" / "stall" / campaign.STATE_JSON)["runs"]
     failed, done = runs[long_run.run_id], runs[short_run.run_id]
@@ -95,3 +109,28 @@ def test_a_stopped_rank_ends_its_run_named_with_its_host_and_the_campaign_goes_o
     assert left == [], left
     text = (results_dir / "campaigns" / "stall" / report.REPORT_MD).read_text()
     assert f"failed: {long_run.run_id}: stalled: rank 1 on host {host}" in text
+
+
+def test_an_srun_job_is_watched_on_its_batch_host_and_a_stopped_rank_ends_it_as_stalled(provisioned, tmp_path):
+    # One long srun run (the completing run after a stalled one is the test above's).
+    document = {**CAMPAIGN, "name": "stall-srun", "stacks": ["slurm"], "workloads": {"measured_steps": [100000]}}
+    (run,) = campaign.schedule(document, 0)
+    victim = lab_node_names()[1]
+    host = hostname(victim)
+    output, left, stopped = stop_a_rank_of(document, tmp_path, victim, SRUN_RANK_PATTERN)
+    results_dir = tmp_path / "results"
+    state = results.load(results.CAMPAIGN_STATE, results_dir / "campaigns" / "stall-srun" / campaign.STATE_JSON)
+    failed = state["runs"][run.run_id]
+    assert failed["status"] == "failed" and failed["reason"].startswith(
+        f"stalled: rank 1 on host {host} went silent"), (failed, output)
+    # Written on the batch host by the watchdog around srun, gathered with the run.
+    record = results.load(results.STALLED, results_dir / run.run_id / watchdog.STALLED_JSON)
+    assert record["stalled"] == [1] and record["cause"] == "silent"
+    ranks = {r["rank"]: r for r in record["ranks"]}
+    assert ranks[1]["host"] == host and ranks[1]["steps"] > 0 and ranks[0]["state"] == "running"
+    assert ranks[1]["silent_s"] < STALL_TIMEOUT_S + 5 and failed["elapsed_s"] < 900, (record, failed)
+    assert time.monotonic() - stopped < 900
+    # The batch script Slurm ran, kept with the run: srun under the watchdog.
+    assert shlex.split((results_dir / run.run_id / "job.sbatch").read_text().splitlines()[-1])[1] == "watch"
+    # srun ended the stopped rank with the step.
+    assert left == [], left

@@ -55,6 +55,10 @@ def test_env_values_reach_the_ranks_exactly_and_run_nothing(tmp_path):
     stub(bin_dir / "scontrol", "print('JobId=42 JobState=COMPLETED ExitCode=0:0')\n")
     stub(bin_dir / "srun", f"json.dump({{n: os.environ.get(n) for n in {sorted(env)!r}}}, "
                            f"open({str(tmp_path / 'srun.json')!r}, 'w'))\n")
+    # The batch script runs srun under the nodes' benchrunner (its watchdog): this Python's.
+    nodes_benchrunner = Path(job["nodes"]["benchrunner"])
+    nodes_benchrunner.parent.mkdir(parents=True)
+    nodes_benchrunner.symlink_to(Path(sys.executable).with_name("benchrunner"))
     launched = subprocess.run([sys.executable, "-m", "benchrunner", "job", "launch", str(job_file)],
                               env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, capture_output=True,
                               text=True, check=False, cwd=tmp_path)

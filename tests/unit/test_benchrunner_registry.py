@@ -70,6 +70,8 @@ def test_every_launcher_declares_its_contract():
         assert set(module.FRAMEWORKS) <= set(frameworks.names()) and module.FRAMEWORKS, name
         assert module.NEEDS <= {"hosts", "slurm", "kubeconfig"}, name
         assert isinstance(module.USES_HOSTS, bool) and isinstance(module.LEAVES, tuple), name
+        # Watched inside its job only where its ranks beat.
+        assert isinstance(module.BEATS, bool) and module.WATCHED_IN_JOB in (False, module.BEATS), name
         assert module.start is None or callable(module.start), name
     # Each stack has exactly one default launcher, and it runs there.
     for stack in launchers.STACKS:

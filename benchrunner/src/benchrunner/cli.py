@@ -69,8 +69,8 @@ def _context(args: argparse.Namespace) -> Any:
 
 
 def _beating(args: argparse.Namespace) -> Any:
-    """This rank beats while it runs where its launcher's node reads the beats: a launcher that beats, started by
-    `benchrunner launch` (which sets the launch time)."""
+    """This rank beats while it runs where a watchdog reads the beats: a launcher whose jobs are watched, started by
+    `benchrunner launch` (which sets the launch time, as srun's batch script does)."""
     return watchdog.beating(launchers.get(args.launcher).BEATS and rank_env.LAUNCHED_AT_ENV in os.environ)
 
 
@@ -184,6 +184,24 @@ def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
                              mode=0o600)
     return launchers.execute(plan.job, launchers.Options(dry_run=args.dry_run, partition=plan.slurm["partition"],
                                                          mpi=plan.slurm["mpi"]), plan.limits)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Run a launcher's command watched, where its job's ranks' output reaches (srun's batch script)."""
+    problems = [p for p in (
+        results.run_id_problem(args.run_id), launchers.path_problem("--run-dir", args.run_dir),
+        None if args.ranks >= 1 else f"--ranks must be 1 or more, got {args.ranks}",
+        None if args.stall_timeout < args.timeout else
+        f"--stall-timeout must be below --timeout ({args.timeout:g} s), got {args.stall_timeout:g}") if p]
+    if problems:
+        raise ValueError("; ".join(problems))
+    argv = args.argv
+
+    def start() -> int:
+        os.execvp(argv[0], argv)
+
+    return watchdog.supervise(start, run_id=args.run_id, run_dir=Path(args.run_dir), ranks=args.ranks,
+                              limits=watchdog.Limits(timeout_s=args.timeout, stall_timeout_s=args.stall_timeout))
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -585,17 +603,28 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--kubernetes-version", default=k8s["version"],
                        help="the API the MPIJob's pod templates are validated against")
     group.add_argument("--timeout", type=_positive_seconds, default=job_defaults.DEFAULTS["timeout_s"],
-                       help="seconds the job may run: how long an MPIJob is waited for, and when an mpirun, horovodrun "
-                       "or torchrun job is ended")
+                       help="seconds the job may run: how long an MPIJob is waited for, and when any other job is "
+                       "ended (a Slurm job's time limit: this in minutes, rounded up, plus one)")
     group.add_argument("--stall-timeout", type=_positive_seconds,
                        help="seconds a rank may beat no more, or every rank go without finishing a start-up stage or a "
                        "step, before the "
                        f"job is ended as stalled, naming the rank (default: {job_defaults.DEFAULTS['stall_timeout_s']}"
-                       ", or half the timeout where that is shorter; mpirun, horovodrun and torchrun jobs)")
+                       ", or half the timeout where that is shorter; every launcher's jobs but MPIJobs)")
     _add_execution(p)
     add_arguments(p)
     _add_sweep(p)
     p.set_defaults(func=cmd_launch)
+
+    p = _command(sub, watchdog.COMMAND, help="run a launcher's command (after --) watched for stalled ranks, where "
+                 "their output reaches (what a Slurm job's batch script runs)")
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--run-dir", required=True, help=f"the run's folder, where {watchdog.STALLED_JSON} goes")
+    p.add_argument("--ranks", type=int, required=True, help="how many ranks beat")
+    p.add_argument("--timeout", type=_positive_seconds, required=True, help="seconds the job may run")
+    p.add_argument("--stall-timeout", type=_positive_seconds, required=True,
+                   help="seconds a rank may beat no more, or every rank go without progress")
+    p.add_argument("argv", nargs="+", metavar="COMMAND", help="the launcher's command, after --")
+    p.set_defaults(func=cmd_watch)
 
     p = _command(sub, "job", help="check or launch a job document (job v1: what the playbooks and campaigns hand "
                                   "benchrunner)")

@@ -1,7 +1,7 @@
-"""A hung rank named: ranks beat on their stdout, and the launching node ends a job whose ranks stop.
+"""A hung rank named: ranks beat on their stdout, and the watchdog that reads it ends a job whose ranks stop.
 
-Every rank started through `benchrunner launch` by a launcher whose ranks' stdout reaches the launching node
-(launchers' BEATS) prints a beat line every BEAT_S seconds from a daemon thread, and a last one when it is done:
+Every rank started through `benchrunner launch` by a launcher whose job is watched (launchers' BEATS) prints a beat
+line every BEAT_S seconds from a daemon thread, and a last one when it is done:
 `BENCHRUNNER-BEAT:1:<rank>:<host>:<stage>:<steps>:<run|done>`, stage being the last start-up stage it finished
 (train.STARTUP_STAGES; STARTED before the first) and steps the steps (or sweep points) it completed.
 The thread keeps beating while the main thread waits inside a collective (the frameworks release the GIL there)
@@ -13,6 +13,8 @@ and falls silent when the process is stopped (SIGSTOP) or wedged, so two stalls 
 supervise() runs the launcher as a child in its own process group, passes its output through (beat lines taken
 out), and on a stall kills the group, writes STALLED_JSON in the run's folder (gathered to the control host with
 the rank results) and exits STALLED_EXIT; past the job's timeout_s it kills the group and exits TIMED_OUT_EXIT.
+It runs on the launching node around the launcher (launchers.execute), or inside the job around the launcher where
+the ranks' output reaches only the job (`benchrunner watch` in srun's batch script, on the batch host).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ MIN_STALL_TIMEOUT_S = BEAT_S * MIN_BEATS
 # one rank heard longer ago is going silent, and is named as such once its silence reaches the stall timeout.
 ALIVE_S = 3 * BEAT_S
 STALLED_JSON = "stalled.json"
+# The benchrunner command that runs a launcher watched where its job runs (srun's batch script).
+COMMAND = "watch"
 # Exit statuses of `benchrunner launch` for a job it ended: 124 is timeout(1)'s, which the benchmark play wraps it in.
 STALLED_EXIT = 3
 TIMED_OUT_EXIT = 124

@@ -10,10 +10,15 @@ options and environment; only how the processes are placed differs. A launcher m
   NEEDS         what it must be given: "hosts" (to place ranks on), "slurm" (a controller), "kubeconfig"
   USES_HOSTS    whether hosts it is given decide where ranks run (an MPIJob's pods are placed by Kubernetes)
   LEAVES        the files it writes in the run's folder beside raw/, kept with the results
-  BEATS         whether its ranks' stdout reaches the launching node's, so that the ranks beat there and a stalled
-                job is ended and named (benchrunner.watchdog)
+  BEATS         whether its ranks beat and their job is watched, so that a stalled one is ended and named
+                (benchrunner.watchdog)
+  WATCHED_IN_JOB  where a job whose ranks beat is watched: False on the launching node, where the launcher's output
+                holds the ranks' (execute runs start() under the watchdog); True inside the job, where start() has
+                the launcher run under `benchrunner watch` (srun's batch script, on the batch host, where Slurm
+                sends the ranks' output)
   first_host(job)  the host rank 0 runs on where the launcher decides it (None where ranks learn it otherwise)
-  start(job, options)  starts the job from the launching node (None for one started from the control host)
+  start(job, options)  starts the job from the launching node (None for one started from the control host); one
+                watched inside its job is also given the job's limits (start(job, options, limits=...))
 """
 
 from __future__ import annotations
@@ -209,19 +214,23 @@ def run_dir(job: Job) -> Path:
     return Path(job.output_dir).parent
 
 
-def execute(job: Job, options: Options = Options(), limits: watchdog.Limits | None = None) -> int:
-    """Start the job from this host with its launcher; given limits, a launcher whose ranks beat here runs watched, and
-    a job that stalls or outlives its timeout is ended (benchrunner.watchdog)."""
+def execute(job: Job, options: Options, limits: watchdog.Limits) -> int:
+    """Start the job from this host with its launcher, within its limits: a launcher whose ranks beat here runs watched,
+    and a job that stalls or outlives its timeout is ended (benchrunner.watchdog); one watched inside its job is
+    handed the limits for the watchdog there."""
     os.environ[LAUNCHED_AT_ENV] = f"{time.time():.6f}"
     # Ranks find benchrunner, and mpirun its orted, on the same path as here.
     os.environ["PATH"] = os.pathsep.join([str(Path(job.benchrunner).parent), os.environ.get("PATH", "")])
-    start = get(job.launcher).start
-    if start is None:
+    spec = get(job.launcher)
+    if spec.start is None:
         raise ValueError(f"launcher {job.launcher} starts jobs from the control host, not from a node")
-    if limits is None or options.dry_run or not get(job.launcher).BEATS:
-        return start(job, options)
-    return watchdog.supervise(lambda: start(job, options), run_id=job.run_id, run_dir=run_dir(job), ranks=job.ranks,
-                              limits=limits)
+    if spec.WATCHED_IN_JOB:
+        # Not watched here: the ranks' output does not come here.
+        return spec.start(job, options, limits=limits)
+    if options.dry_run or not spec.BEATS:
+        return spec.start(job, options)
+    return watchdog.supervise(lambda: spec.start(job, options), run_id=job.run_id, run_dir=run_dir(job),
+                              ranks=job.ranks, limits=limits)
 
 
 def launcher_problem(source: str, launcher: str, framework: str) -> str | None:

@@ -20,6 +20,7 @@ NEEDS = frozenset({"hosts"})
 USES_HOSTS = True
 LEAVES = ()
 BEATS = True
+WATCHED_IN_JOB = False
 
 
 def first_host(job: Job) -> str | None:

@@ -24,6 +24,7 @@ MANIFEST = "mpijob.yaml"
 LEAVES = (MANIFEST,)
 # The ranks' output goes to the launcher pod's log, which the control host reads only once the job ended.
 BEATS = False
+WATCHED_IN_JOB = False
 # Submitted from the control host (benchrunner.mpijob), not started on a node.
 start = None
 

@@ -22,6 +22,7 @@ USES_HOSTS = True
 HOSTFILE = "hostfile"
 LEAVES = (HOSTFILE,)
 BEATS = True
+WATCHED_IN_JOB = False
 
 
 def first_host(job: Job) -> str | None:

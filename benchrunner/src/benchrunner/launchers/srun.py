@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchrunner import frameworks, results
+from benchrunner import frameworks, results, watchdog
 from benchrunner.job_defaults import DEFAULTS
 from benchrunner.launchers import Job, Options, run_dir
 from benchrunner.rank_env import LAUNCHED_AT_ENV
@@ -24,9 +25,10 @@ NEEDS = frozenset({"slurm"})
 USES_HOSTS = True
 SCRIPT = "job.sbatch"
 LEAVES = (SCRIPT,)
-# The ranks' output goes to the batch script's output file on the batch host, where the launching node's
-# watchdog does not read it: not watched for stalls (Slurm's own time limit ends the job).
-BEATS = False
+# srun hands every rank's output to the batch script on the batch host, not to the launching node (which only
+# follows the job): the script runs srun under `benchrunner watch` there, which ends a stalled job.
+BEATS = True
+WATCHED_IN_JOB = True
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
@@ -48,8 +50,15 @@ def slurm_problems(partition: str | None, mpi: str) -> list[str]:
     return problems
 
 
-def script(job: Job, partition: str | None = None, mpi: str = DEFAULTS["slurm"]["mpi"], time_limit: str = "01:00:00") -> str:
-    """A batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH)."""
+def time_limit_minutes(limits: watchdog.Limits) -> int:
+    """Slurm's time limit for the job: its timeout_s in whole minutes (Slurm's unit), rounded up, and one more, so that
+    the watchdog, which says what each rank was doing, ends a job that outlives its timeout_s before Slurm does."""
+    return math.ceil(limits.timeout_s / 60) + 1
+
+
+def script(job: Job, limits: watchdog.Limits, partition: str | None = None, mpi: str = DEFAULTS["slurm"]["mpi"]) -> str:
+    """A batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH), watched for stalls on the
+    batch host, where srun passes on every rank's output (beats included)."""
     job.validate()
     problems = slurm_problems(partition, mpi)
     if problems:
@@ -60,7 +69,7 @@ def script(job: Job, partition: str | None = None, mpi: str = DEFAULTS["slurm"][
         f"#SBATCH --nodes={job.nodes}",
         f"#SBATCH --ntasks={job.ranks}",
         f"#SBATCH --ntasks-per-node={min(job.slots_per_node, job.ranks)}",
-        f"#SBATCH --time={time_limit}",
+        f"#SBATCH --time={time_limit_minutes(limits)}",
         f"#SBATCH --output={job.output_dir}/slurm-%j.out",
         "#SBATCH --exclusive",
     ]
@@ -81,7 +90,15 @@ def script(job: Job, partition: str | None = None, mpi: str = DEFAULTS["slurm"][
         lines.append("export MASTER_ADDR")
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(environment.items())]
     srun = ["srun", f"--mpi={mpi}", "--kill-on-bad-exit=1", *job.extra_args, *job.rank_argv()]
-    lines.append(shlex.join(srun))
+    # The watchdog ends a stalled job by signalling srun's process group (SIGTERM and SIGCONT, SIGKILL after a
+    # grace): srun passes the signals on to its step's tasks on every node (srun(1), SIGNALS AND ESCAPE SEQUENCES;
+    # on SIGTERM it logs "forcing job termination" and sends them SIGKILL), so a stopped (SIGSTOP) rank ends too;
+    # a step left when the script exits, Slurm ends with the job. The watchdog's exit status (STALLED_EXIT or
+    # TIMED_OUT_EXIT for a job it ended) is the script's, the last command, so the job's ExitCode.
+    watch = [job.benchrunner, watchdog.COMMAND, "--run-id", job.run_id, "--run-dir", str(run_dir(job)),
+             "--ranks", str(job.ranks), "--timeout", str(limits.timeout_s), "--stall-timeout",
+             str(limits.stall_timeout_s), "--"]
+    lines.append(shlex.join([*watch, *srun]))
     return "\n".join(lines) + "\n"
 
 
@@ -138,8 +155,8 @@ def submit_and_follow(batch_script: Path, poll_s: float = 0.05, max_poll_s: floa
     return int(code.group(1)) if code and int(code.group(1)) else 1
 
 
-def start(job: Job, options: Options) -> int:
-    text = script(job, partition=options.partition, mpi=options.mpi)
+def start(job: Job, options: Options, limits: watchdog.Limits) -> int:
+    text = script(job, limits, partition=options.partition, mpi=options.mpi)
     if options.dry_run:
         print(text, end="")
         return 0

@@ -27,6 +27,7 @@ NEEDS = frozenset({"hosts"})
 USES_HOSTS = True
 LEAVES = ()
 BEATS = True
+WATCHED_IN_JOB = False
 # torchrun's own default rendezvous port (torch.distributed.run: --rdzv-endpoint without a port).
 RDZV_PORT = 29400
 POLL_S = 0.5

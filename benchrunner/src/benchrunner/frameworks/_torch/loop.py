@@ -21,7 +21,7 @@ from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
 from benchrunner import results
-from benchrunner.frameworks._torch import data, distributed, models, provenance
+from benchrunner.frameworks._torch import data, distributed, llama, models, provenance, tokens
 from benchrunner.frameworks._torch.distributed import Placement
 from benchrunner.frameworks._torch.settings import TorchSettings
 from benchrunner.train import RunContext, learning_rate, mark, measure, measurements
@@ -170,24 +170,22 @@ class Trainer:
 
 
 def build(workload: Workload, device: torch.device) -> tuple[nn.Module, str]:
-    """The workload's model, built from MODEL_SEED on the CPU then moved to the device; and who defined it."""
+    """The workload's model, built from MODEL_SEED: a transformer on the device itself (no full copy through host
+    memory), an image model on the CPU then moved; and who defined it."""
     torch.manual_seed(MODEL_SEED)
     if workload.kind == "text":
-        from benchrunner.frameworks._torch import llama  # noqa: PLC0415 - the text models' module
-
-        module, source = llama.build(workload.model), "benchrunner"
-    else:
-        module, source = models.build(workload.model, workload.image_size, workload.classes)
+        with device:
+            return llama.build(workload.model), "benchrunner"
+    module, source = models.build(workload.model, workload.image_size, workload.classes)
     return module.to(device), source
 
 
-def batches(workload: Workload, settings: TorchSettings, placement: Placement,
-            device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(input, target) micro-batches: images and labels, or token ids and the next token of each position."""
+def batches(workload: Workload, settings: TorchSettings, placement: Placement, device: torch.device,
+            module: nn.Module) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(input, target) micro-batches: images and labels, or token ids below the model's vocabulary and the next
+    token of each position."""
     if workload.kind == "text":
-        from benchrunner.frameworks._torch import tokens  # noqa: PLC0415 - the text models' input
-
-        return tokens.batches(workload, placement, device)
+        return tokens.batches(workload, module.config.vocab_size, placement, device)
     return data.batches(workload, settings, placement, device)
 
 
@@ -230,7 +228,7 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
         module = module.to(memory_format=torch.channels_last)
     parameters = models.parameter_count(module)
     steps = trainer(module, workload, settings, placement, device, wrap, compile_blocks)
-    micro_batches = batches(workload, settings, placement, device)
+    micro_batches = batches(workload, settings, placement, device, module)
     mark("model_ready")
 
     measured = measure(workload, lambda: [next(micro_batches) for _ in range(workload.gradient_accumulation_steps)],

@@ -7,8 +7,8 @@ in Horovod 0.28.1 measures (read from that release; written here, not copied):
 - 10 iterations of 10 batches, each iteration timed as one block (timeit); images/s per device is the mean over the
   iterations, reported with 1.96 standard deviations.
 
-The network is benchrunner's (benchrunner.models), so that only the loop around it differs. Rank 0 prints one JSON
-line: the per-iteration images/s of this device.
+The network is benchrunner's (benchrunner.frameworks.tensorflow_horovod.models), so that only the loop around it
+differs. Rank 0 prints one JSON line: the per-iteration images/s of this device.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main() -> int:
     import horovod.tensorflow as hvd  # noqa: PLC0415 - the nodes' environment has them, the control host not
     import tensorflow as tf  # noqa: PLC0415 - likewise
 
-    from benchrunner import models  # noqa: PLC0415 - the same network as benchrunner's
+    from benchrunner.frameworks.tensorflow_horovod import models  # noqa: PLC0415 - the same network as benchrunner's
 
     hvd.init()
     model = models.build(tf, args.model, args.image_size, args.num_classes)

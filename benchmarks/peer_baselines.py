@@ -10,7 +10,7 @@
 (c) torch.distributed's sweep (pytorch-ddp; Gloo on the nodes' CPUs): its largest all_reduce's bus bandwidth against
     the same iperf3 figure, goal >= 0.8, and its all_gather's and reduce_scatter's at the largest message.
 (d) benchrunner's PyTorch path against a plain DDP training loop (pytorch_ddp_plain.py): the same network
-    (benchrunner.frameworks.pytorch_ddp.models), ranks, batch, image size, steps, precision, optimizer and mpirun
+    (benchrunner.frameworks._torch.models), ranks, batch, image size, steps, precision, optimizer and mpirun
     line. Ratio of rank 0's images/s, benchrunner / plain; goal >= 0.98: what benchrunner's harness costs.
 
 Run by `make bench` on the first node as the MPI account, in the nodes' Python environment.
@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchrunner import launchers, models, results, stats, sweep
+from benchrunner import launchers, results, stats, sweep
 from benchrunner.frameworks import pytorch_ddp
 from benchrunner.launchers import mpirun
+from benchrunner.models import cnn
 from benchrunner.workload import PRECISIONS, Workload
 
 GOAL_PEER = 0.98
@@ -249,7 +250,7 @@ def parser() -> argparse.ArgumentParser:
                         "is benchrunner's default, 256 MiB)")
     group = parser.add_argument_group("(d) benchrunner pytorch-ddp vs the plain DDP loop")
     # The plain loop's loss is cross-entropy over class indices: a multi-label model trains otherwise.
-    group.add_argument("--torch-model", default="resnet50", choices=sorted(set(models.MODELS) - models.MULTI_LABEL))
+    group.add_argument("--torch-model", default="resnet50", choices=sorted(set(cnn.MODELS) - cnn.MULTI_LABEL))
     # About 10 to 20 s a side on two CPU lab nodes.
     group.add_argument("--torch-batch-size", type=int, default=8)
     group.add_argument("--torch-image-size", type=int, default=32)

@@ -4,7 +4,7 @@ own examples (init_process_group, the model on its device wrapped in DDP, SGD, o
 step), timed with time.perf_counter over the measured steps after the warmup.
 
 Started by mpirun: the rank and world size are Open MPI's, the rendezvous address is the MASTER_ADDR and
-MASTER_PORT the launcher exports. The network is benchrunner's (benchrunner.frameworks.pytorch_ddp.models), so that
+MASTER_PORT the launcher exports. The network is benchrunner's (benchrunner.frameworks._torch.models), so that
 only the loop around it differs. Every rank prints one JSON line last: its images/s.
 """
 
@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from benchrunner.frameworks.pytorch_ddp.models import build
+from benchrunner.frameworks._torch.models import build
 from benchrunner.frameworks.pytorch_ddp.training import AUTOCAST_TYPES
 
 

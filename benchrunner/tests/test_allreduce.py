@@ -1,6 +1,7 @@
 import pytest
 
-from benchrunner import allreduce, provenance, sweep
+from benchrunner import provenance, sweep
+from benchrunner.frameworks.tensorflow_horovod import collectives as allreduce
 
 
 def test_sizes_are_powers_of_two_from_8_bytes_to_256_mib():

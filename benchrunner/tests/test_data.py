@@ -2,7 +2,7 @@
 
 import os
 
-from benchrunner import data
+from benchrunner.frameworks.tensorflow_horovod import data
 from benchrunner.workload import Workload
 
 

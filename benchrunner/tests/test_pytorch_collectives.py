@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchrunner.frameworks.pytorch_ddp import collectives
+from benchrunner.frameworks._torch import collectives
 
 CPU = torch.device("cpu")
 

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from benchrunner import dataset
-from benchrunner.frameworks.pytorch_ddp import Settings, data
-from benchrunner.frameworks.pytorch_ddp.distributed import Placement
+from benchrunner.frameworks._torch import data
+from benchrunner.frameworks._torch.distributed import Placement
+from benchrunner.frameworks.pytorch_ddp import Settings
 from benchrunner.workload import Workload
 
 CPU = torch.device("cpu")

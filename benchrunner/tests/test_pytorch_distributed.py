@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchrunner.frameworks.pytorch_ddp.distributed import (
+from benchrunner.frameworks._torch.distributed import (
     Placement,
     device_name,
     rank_environment,

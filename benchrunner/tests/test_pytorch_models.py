@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchrunner import models as keras_models
-from benchrunner.frameworks.pytorch_ddp import models
+from benchrunner.frameworks._torch import models
+from benchrunner.models import cnn as keras_models
 
 # The published counts at 1000 classes: ResNet-50 (v1.5, no conv biases), VGG-16 (configuration D),
 # DenseNet-121, and Inception-v3 without its auxiliary classifier.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import benchrunner
-from benchrunner.frameworks import pytorch_ddp
+from benchrunner import frameworks
 from benchrunner.frameworks.pytorch_ddp import Settings
 from benchrunner.workload import Workload
 
@@ -26,12 +28,15 @@ def test_importing_the_package_loads_no_torch_tensorflow_or_horovod():
     assert json.loads(loaded.stdout) == []
 
 
-def test_the_entry_points_stay_callable_once_their_modules_are_imported():
+@pytest.mark.parametrize("name", frameworks.names())
+def test_the_entry_points_stay_callable_once_their_modules_are_imported(name):
     # A submodule named train or allreduce would replace the function of that name on the package.
-    from benchrunner.frameworks.pytorch_ddp import collectives, training  # noqa: F401, PLC0415 - the point of the test
-
-    assert pytorch_ddp.NAME == "pytorch-ddp"
-    assert callable(pytorch_ddp.train) and callable(pytorch_ddp.allreduce)
+    package = frameworks.get(name)
+    submodules = [info.name for info in pkgutil.iter_modules(package.__path__)]
+    assert "training" in submodules and not {"train", "allreduce"} & set(submodules)
+    importlib.import_module(f"{package.__name__}.training")
+    assert package.NAME == name
+    assert callable(package.train) and callable(package.allreduce)
 
 
 def test_defaults_and_real_data_tuning_pass():

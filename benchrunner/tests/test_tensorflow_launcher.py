@@ -1,4 +1,5 @@
-"""A TensorFlow/Horovod rank records the launcher that started it, or fails before it imports either framework."""
+"""A rank records the launcher that started it, or fails at its entry (`benchrunner train`/`allreduce`) before it imports
+its framework: shown here for TensorFlow and Horovod, where importing Horovod fails."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ import sys
 
 import pytest
 
-from benchrunner.frameworks import tensorflow_horovod
+from benchrunner import cli
 from benchrunner.rank_env import LAUNCHER_VARIABLES
-from benchrunner.train import RunContext
-from benchrunner.workload import Workload
 
 
 @pytest.fixture
@@ -25,11 +24,9 @@ def no_horovod(monkeypatch, tmp_path):
 
 
 def run(launcher: str, program: str, tmp_path) -> None:
-    context = RunContext(run_id="r1", output_dir=tmp_path, launcher=launcher)
-    if program == "train":
-        tensorflow_horovod.train(Workload(), Workload().settings, context)
-    else:
-        tensorflow_horovod.allreduce(context, 8, 64)
+    args = cli.build_parser().parse_args([program, "--launcher", launcher, "--run-id", "r1", "--output-dir",
+                                          str(tmp_path)])
+    args.func(args)
 
 
 @pytest.mark.parametrize("program", ["train", "allreduce"])

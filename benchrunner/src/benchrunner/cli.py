@@ -17,7 +17,6 @@ import yaml
 from benchrunner import (
     __version__,
     campaign,
-    data,
     dataset,
     frameworks,
     gather,
@@ -74,9 +73,18 @@ def _beating(args: argparse.Namespace) -> Any:
     return watchdog.beating(launchers.get(args.launcher).BEATS and rank_env.LAUNCHED_AT_ENV in os.environ)
 
 
+def _check_launcher(args: argparse.Namespace, framework: str) -> None:
+    """Once, at the rank's entry, before any framework is imported or joined: a process started by hand, or by
+    another launcher, would otherwise be filed under the launcher it records."""
+    problem = launchers.launcher_problem(rank_env.variables_source(os.environ), args.launcher, framework)
+    if problem:
+        raise ValueError(problem)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     workload = Workload.from_args(args)
     workload.validate()
+    _check_launcher(args, workload.framework)
     with _beating(args):
         document = frameworks.get(workload.framework).train(workload, workload.settings, _context(args))
     print(f"rank {document['rank']}/{document['size']} on {document['host']}: "
@@ -85,6 +93,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
+    _check_launcher(args, args.framework)
     with _beating(args):
         document = frameworks.get(args.framework).allreduce(_context(args), args.min_bytes, args.max_bytes)
     largest = document["points"][-1]
@@ -107,8 +116,10 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     directory = dataset.generate(Path(args.directory), dataset.Spec(args.images, args.image_size, args.seed))
     print(f"{directory}: {args.images} images of {args.image_size}px with {dataset.LABELS_CSV}")
     if tf is not None:
+        from benchrunner.frameworks.tensorflow_horovod import data  # noqa: PLC0415 - TensorFlow's own format
+
         shards = data.write_tfrecords(tf, directory, args.tfrecord_shards)
-        print(f"{directory / data.TFRECORD_DIR}: {len(shards)} TFRecord shards")
+        print(f"{directory / dataset.TFRECORD_DIR}: {len(shards)} TFRecord shards")
     return 0
 
 
@@ -173,7 +184,7 @@ def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
     partition = plan.slurm["partition"]
     # What this host and the cluster must hold for the job, asked before anything is written or started.
     problems = [] if args.dry_run else [p for p in (
-        data.dataset_problem(plan.job.workload, plan.job.ranks) if plan.job.program == "train" else None,
+        dataset.dataset_problem(plan.job.workload, plan.job.ranks) if plan.job.program == "train" else None,
         partition and plan.job.launcher == "srun" and srun.partition_problem(partition)) if p]
     if problems:
         raise ValueError("; ".join(problems))

@@ -11,12 +11,17 @@ import csv
 import io
 import json
 import random
+import socket
 import struct
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchrunner import results
+
+if TYPE_CHECKING:
+    from benchrunner.workload import Workload
 
 FINDINGS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
             "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening", "Hernia")
@@ -24,6 +29,8 @@ NO_FINDING = "No Finding"
 LABELS_CSV = "Data_Entry_2017.csv"
 IMAGES_DIR = "images"
 MANIFEST = "dataset.json"
+# Where `benchrunner dataset --tfrecord-shards` writes TensorFlow's shards of the same images.
+TFRECORD_DIR = "tfrecord"
 CSV_COLUMNS = ("Image Index", "Finding Labels", "Follow-up #", "Patient ID", "Patient Age", "Patient Gender",
                "View Position", "OriginalImage[Width", "Height]", "OriginalImagePixelSpacing[x", "y]")
 
@@ -113,3 +120,36 @@ def read_labels(directory: Path) -> list[tuple[str, list[float]]]:
     if not entries:
         raise ValueError(f"{directory / LABELS_CSV}: no images listed")
     return entries
+
+
+def dataset_problem(workload: Workload, ranks: int) -> str | None:
+    """Why the workload's dataset cannot feed this many ranks as its data mode reads it (images: the labels CSV and
+    every PNG it lists; tfrecord: a shard per rank), or None. Asked on the launching host before a job is written or
+    started: the ranks would otherwise each fail on their own, after the launch."""
+    if workload.data == "synthetic":
+        return None
+    directory = Path(workload.data_dir or ".")
+    make = f"benchrunner dataset {directory}" + (f" --tfrecord-shards {ranks}" if workload.data == "tfrecord" else "")
+    if not directory.is_dir():
+        return (f"data_dir {directory} {'is not a folder' if directory.exists() else 'does not exist'} on "
+                f"{socket.gethostname()}, the launching host, which must see the dataset at the nodes' path: make "
+                f"it with `{make}`, or leave data_dir out for the benchmark play to make it")
+    if workload.data == "tfrecord":
+        shards = len(list((directory / TFRECORD_DIR).glob("*.tfrecord")))
+        return None if shards >= ranks else (
+            f"{directory / TFRECORD_DIR}: {shards} TFRecord shard files for {ranks} ranks, which read one file at "
+            f"least each: write them with `{make}`")
+    labels = directory / LABELS_CSV
+    try:
+        entries = read_labels(directory)
+    except OSError as exc:
+        return f"{labels}: {exc.strerror}; images data reads the labels CSV and the PNGs of `{make}`"
+    except (KeyError, ValueError, csv.Error) as exc:
+        return f"{labels}: not a ChestX-ray14 labels CSV ({exc}); `{make}` writes one"
+    missing = [path for path, _ in entries if not Path(path).is_file()]
+    if missing:
+        return (f"{directory / IMAGES_DIR}: {len(missing)} of the {len(entries)} images {labels.name} lists "
+                f"are missing (first {missing[0]}); write the dataset again with `{make}`")
+    if len(entries) < ranks:
+        return f"{labels}: {len(entries)} images cannot be shared by {ranks} ranks, which read one image at least each"
+    return None

@@ -1,4 +1,5 @@
-"""Plugin packages: every module of a package is one plugin, known by the NAME it declares."""
+"""Plugin packages: every module of a package is one plugin, known by the NAME it declares; a module whose name starts
+with an underscore holds what plugins share and is none."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ def discover(package: str, path: Iterable[str], kind: str) -> dict[str, ModuleTy
     """Every module (or subpackage) of the package by its NAME; two of one name is an error, never a silent pick."""
     found: dict[str, ModuleType] = {}
     for info in pkgutil.iter_modules(list(path)):
+        if info.name.startswith("_"):
+            continue
         module = importlib.import_module(f"{package}.{info.name}")
         if module.NAME in found:
             raise RuntimeError(f"two {kind} modules are named {module.NAME}")

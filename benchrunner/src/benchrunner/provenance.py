@@ -13,8 +13,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchrunner import __version__
-
 # Environment variables that change how training communicates; recorded with every result.
 RECORDED_ENV_PREFIXES = ("NCCL_", "HOROVOD_", "UCX_", "OMPI_MCA_", "TF_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
 # Values of variables whose names contain these are never recorded.
@@ -185,51 +183,3 @@ def hcas(root: str = "/sys/class/infiniband") -> list[dict[str, Any]]:
         found.append({"name": device.name, "board_id": _read(device / "board_id"),
                       "fw_ver": _read(device / "fw_ver"), "ports": ports})
     return found
-
-
-def collect(tf: Any, hvd: Any, *, stack: str, launcher: str, network: str, git_commit: str | None) -> dict[str, Any]:
-    build = tf.sysconfig.get_build_info()
-    return {
-        "benchrunner": {"version": __version__, "git_commit": git_commit},
-        "python": platform.python_version(),
-        "tensorflow": {
-            "version": tf.__version__,
-            "cuda": build.get("cuda_version"),
-            "cudnn": build.get("cudnn_version"),
-            "built_with_cuda": bool(build.get("is_cuda_build")),
-            "cuda_libraries": pip_cuda_libraries(),
-        },
-        "cuda_toolkit": cuda_toolkit(),
-        "horovod": {
-            "version": _horovod_version(),
-            "mpi_built": bool(hvd.mpi_built()),
-            "gloo_built": bool(hvd.gloo_built()),
-            "nccl_built": bool(hvd.nccl_built()),
-            "nccl": nccl_version(int(hvd.nccl_built())),
-            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
-        },
-        "mpi": mpi_version(hvd),
-        "os": os_release(),
-        "kernel": platform.release(),
-        "cpu": {"model": cpu_model(), "logical_cpus": os.cpu_count() or 0, "cores": physical_cores(),
-                "machine": platform.machine()},
-        "memory_bytes": memory_bytes(),
-        "machine_id": machine_id(),
-        "node_name": node_name(),
-        "gpus": [_gpu_name(tf, d) for d in tf.config.list_physical_devices("GPU")],
-        "nvidia_driver": nvidia_driver(),
-        "hcas": hcas(),
-        "stack": stack,
-        "launcher": launcher,
-        "network": network,
-        "environment": recorded_environment(),
-    }
-
-
-def _horovod_version() -> str:
-    return metadata.version("horovod")
-
-
-def _gpu_name(tf: Any, device: Any) -> str:
-    details = tf.config.experimental.get_device_details(device)
-    return re.sub(r"\s+", " ", details.get("device_name", device.name))

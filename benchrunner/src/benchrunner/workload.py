@@ -2,7 +2,8 @@
 
 A workload is the settings every framework shares (model, data, batch, precision, steps, optimizer) plus its
 framework's own (`settings`, a dataclass the framework module declares): a setting of another framework is refused
-by name."""
+by name. Of the input's shape, an image model takes the image settings and a text model the sequence length; the other
+kind's are refused by name too, and neither is recorded for the other."""
 
 from __future__ import annotations
 
@@ -15,11 +16,21 @@ from functools import cache
 from typing import Any
 
 from benchrunner import frameworks, models
+from benchrunner.models import cnn
 
-DATA_MODES = ("synthetic", "images", "tfrecord")
+DATA_MODES = ("synthetic", "images", "tfrecord", "tokens")
+# The data modes that read a dataset of each kind; synthetic data is made for either.
+KIND_DATA = {"image": ("images", "tfrecord"), "text": ("tokens",)}
+# The settings that shape one kind's input, refused (and not recorded) for the other kind's models.
+KIND_SETTINGS = {"image": ("image_size", "num_classes"), "text": ("sequence_length",)}
+# Llama 3.1 trains on up to 131,072 tokens a sequence; far beyond it a value is a typo, not a setting.
+MAX_SEQUENCE_LENGTH = 1 << 20
+# More micro-batches per optimizer step than this is a typo: the effective batch would dwarf any published recipe.
+MAX_ACCUMULATION_STEPS = 4096
 PRECISIONS = ("fp32", "mixed_float16", "mixed_bfloat16")
-# Keras 2.15's tf.keras.optimizers: SGD (momentum=0 is plain gradient descent) and Adam.
-OPTIMIZERS = ("sgd", "adam")
+# Keras 2.15's tf.keras.optimizers and torch.optim alike: SGD (momentum=0 is plain gradient descent), Adam, and AdamW
+# (Adam with decoupled weight decay, as transformers are pretrained).
+OPTIMIZERS = ("sgd", "adam", "adamw")
 # linear: the rate times the number of ranks (Goyal et al. 2017, as Horovod's examples scale it); none: as given.
 LR_SCALINGS = ("linear", "none")
 LR_SCHEDULES = ("constant", "cosine")
@@ -40,9 +51,13 @@ class Workload:
     # (PNG files and a labels CSV); tfrecord: TFRecord shards of the same.
     data: str = "synthetic"
     data_dir: str | None = None
+    # Samples per rank per micro-batch: images, or sequences of sequence_length tokens.
     batch_size: int = 32
     image_size: int = 32
     num_classes: int = 10
+    sequence_length: int = 256
+    # Micro-batches whose gradients add up to one optimizer step.
+    gradient_accumulation_steps: int = 1
     precision: str = "fp32"
     # The peers' windows (Horovod's synthetic benchmark, tf_cnn_benchmarks): ~100 measured batches after >= 10 warmup.
     warmup_steps: int = 10
@@ -54,6 +69,8 @@ class Workload:
     # SGD's momentum (0 is plain gradient descent); for adam, Adam's beta_1 (its first moment's decay), whose
     # Keras default is also 0.9.
     momentum: float = 0.9
+    # AdamW's decoupled weight decay (adamw only).
+    weight_decay: float = 0.0
     lr_scaling: str = "linear"
     # Steps count from the first warmup step. Warmup ramps the rate linearly from the one-rank rate to the scaled
     # one (Goyal et al. 2017; Horovod's LearningRateWarmupCallback ramps alike); cosine then decays it to 0 at
@@ -81,10 +98,12 @@ class Workload:
             # Ranges mean nothing for a value of the wrong type (and would raise comparing "32" with 1).
             raise ValueError("; ".join(type_problems))
         problems = []
-        if self.model not in models.MODELS:
-            problems.append(f"model {self.model!r} is not one of {', '.join(sorted(models.MODELS))}")
+        if self.model not in models.names():
+            # Nothing else can be judged of an unknown model's input.
+            raise ValueError(f"model {self.model!r} is not one of {', '.join(models.names())}")
         if self.data not in DATA_MODES:
             problems.append(f"data {self.data!r} is not one of {', '.join(DATA_MODES)}")
+        problems += self._kind_problems()
         if self.data != "synthetic" and not self.data_dir:
             problems.append(f"data {self.data!r} needs a data directory")
         if self.data_dir is not None and not self.data_dir.startswith("/"):
@@ -94,14 +113,12 @@ class Workload:
             problems.append(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.batch_size < 1 or self.measured_steps < 1:
             problems.append("batch size and measured steps must be >= 1")
+        if not 1 <= self.gradient_accumulation_steps <= MAX_ACCUMULATION_STEPS:
+            problems.append(f"gradient accumulation steps must be from 1 to {MAX_ACCUMULATION_STEPS} (got "
+                            f"{self.gradient_accumulation_steps})")
         if self.warmup_steps < 1:
             # The first step traces the graph and broadcasts rank 0's weights: never a steady-state step.
             problems.append("warmup steps must be >= 1")
-        smallest = models.MIN_IMAGE_SIZE.get(self.model, 8)
-        if self.image_size < smallest:
-            problems.append(f"image size {self.image_size} is below the {smallest} px {self.model} accepts")
-        if self.num_classes < 2:
-            problems.append("classes must be >= 2")
         # Written so that NaN fails too: every comparison with NaN is false.
         if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
             problems.append(f"learning rate must be a finite number > 0 (got {self.learning_rate})")
@@ -109,10 +126,44 @@ class Workload:
         if problems:
             raise ValueError("; ".join(problems))
 
+    def _kind_problems(self) -> list[str]:
+        """The input settings of the model's kind, and the other kind's left at their defaults."""
+        kind, problems = self.kind, []
+        named = f"{self.model} is {'an' if kind == 'image' else 'a'} {kind} model"
+        builders = models.frameworks_for(self.model)
+        if self.framework not in builders:
+            problems.append(f"{named}, which {self.framework} does not build: use "
+                            f"{' or '.join(builders)}")
+        default = Workload(framework=self.framework)
+        for other, keys in KIND_SETTINGS.items():
+            given = [key for key in keys if other != kind and getattr(self, key) != getattr(default, key)]
+            if given:
+                problems.append(f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} {other} models' input; "
+                                f"{named}: leave {'it' if len(given) == 1 else 'them'} out")
+        other_data = [mode for other, modes in KIND_DATA.items() if other != kind for mode in modes]
+        if self.data in other_data:
+            problems.append(f"data {self.data!r} feeds {'image' if kind == 'text' else 'text'} models; {named}: use "
+                            f"data 'synthetic' or {' or '.join(map(repr, KIND_DATA[kind]))}")
+        if kind == "image":
+            smallest = cnn.MIN_IMAGE_SIZE.get(self.model, 8)
+            if self.image_size < smallest:
+                problems.append(f"image size {self.image_size} is below the {smallest} px {self.model} accepts")
+            if self.num_classes < 2:
+                problems.append("classes must be >= 2")
+        elif not 1 <= self.sequence_length <= MAX_SEQUENCE_LENGTH:
+            problems.append(f"sequence length must be from 1 to {MAX_SEQUENCE_LENGTH} tokens (got "
+                            f"{self.sequence_length})")
+        return problems
+
     def _training_problems(self) -> list[str]:
         problems = []
         if self.optimizer not in OPTIMIZERS:
             problems.append(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            problems.append(f"weight decay must be a finite number >= 0 (got {self.weight_decay})")
+        elif self.weight_decay and self.optimizer != "adamw":
+            problems.append(f"weight decay is AdamW's; optimizer {self.optimizer} has none: use optimizer adamw or "
+                            "leave weight decay out")
         # Keras refuses momentum outside [0, 1]; 1 never forgets a gradient, so it is refused here too.
         if not (0 <= self.momentum < 1):
             problems.append(f"momentum must be a number >= 0 and < 1 (got {self.momentum})")
@@ -141,17 +192,37 @@ class Workload:
         return problems
 
     @property
+    def kind(self) -> str:
+        """The model's kind: "image" or "text"."""
+        return models.get(self.model).kind
+
+    @property
+    def unit(self) -> str:
+        """What one sample of the throughput counts: images, or tokens."""
+        return models.unit(self.model)
+
+    def units_per_step(self) -> int:
+        """What one rank processes per optimizer step, in `unit`."""
+        per_sample = self.sequence_length if self.kind == "text" else 1
+        return self.batch_size * self.gradient_accumulation_steps * per_sample
+
+    @property
     def multi_label(self) -> bool:
         """Real data is ChestX-ray14-style (14 independent findings), as is CheXNet on any data."""
-        return self.model in models.MULTI_LABEL or self.data != "synthetic"
+        return self.model in cnn.MULTI_LABEL or self.data != "synthetic"
 
     @property
     def classes(self) -> int:
-        return models.CHEXNET_FINDINGS if self.multi_label else self.num_classes
+        return cnn.CHEXNET_FINDINGS if self.multi_label else self.num_classes
 
     def record(self) -> dict[str, Any]:
-        """The workload as results store it: one flat mapping, the framework's settings beside the shared ones."""
-        return {**self.common(), "num_classes": self.classes, "framework": self.framework, **asdict(self.settings)}
+        """The workload as results store it: one flat mapping, the framework's settings beside the shared ones, the
+        input settings of the model's kind alone."""
+        others = {key for kind, keys in KIND_SETTINGS.items() if kind != self.kind for key in keys}
+        common = {key: value for key, value in self.common().items() if key not in others}
+        if self.kind == "image":
+            common["num_classes"] = self.classes
+        return {**common, "framework": self.framework, **asdict(self.settings)}
 
     def to_argv(self) -> list[str]:
         """Command-line options that make `from_args` build this same workload."""
@@ -186,10 +257,10 @@ class Workload:
             raise ValueError(f"framework {framework!r} is not one of {', '.join(frameworks.names())}")
         own = set(frameworks.setting_names(framework))
         known = {*_common_names(), "framework", *own}
-        foreign = sorted(key for key in set(values) - known if frameworks.owner_of(key))
-        unknown = sorted(key for key in set(values) - known if not frameworks.owner_of(key))
-        problems = [f"workload setting {key} belongs to {frameworks.owner_of(key)}, not to this job's framework "
-                    f"{framework}" for key in foreign]
+        foreign = sorted(key for key in set(values) - known if frameworks.owners_of(key))
+        unknown = sorted(key for key in set(values) - known if not frameworks.owners_of(key))
+        problems = [f"workload setting {key} belongs to {' and '.join(frameworks.owners_of(key))}, not to this job's "
+                    f"framework {framework}" for key in foreign]
         if unknown:
             problems.append(f"unknown workload settings: {', '.join(unknown)} (known: "
                             f"{', '.join(sorted(known - {'framework'}))})")
@@ -208,7 +279,7 @@ class Workload:
 # TensorFlow's settings as they were then.
 BEFORE_RECORDED: dict[str, Any] = {
     "framework": frameworks.DEFAULT, "preset": None, "optimizer": "sgd", "momentum": 0.9, "lr_scaling": "linear",
-    "lr_schedule": "constant", "lr_warmup_steps": 0,
+    "lr_schedule": "constant", "lr_warmup_steps": 0, "gradient_accumulation_steps": 1, "weight_decay": 0.0,
 }
 
 
@@ -221,7 +292,8 @@ def complete_record(record: dict[str, Any]) -> dict[str, Any]:
 
 def option_names() -> tuple[str, ...]:
     """Every workload setting but the framework: the shared ones and each framework's own."""
-    return (*_common_names(), *(name for f in frameworks.names() for name in frameworks.setting_names(f)))
+    own = (name for f in frameworks.names() for name in frameworks.setting_names(f))
+    return (*_common_names(), *dict.fromkeys(own))
 
 
 @cache
@@ -305,27 +377,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help=f"{text}{'; ' if text else ''}default: {shown}", **kwargs)
 
     option("framework", "what trains: its own settings below are refused for the other", choices=frameworks.names())
-    option("model", f"one of {', '.join(sorted(models.MODELS))}")
+    option("model", f"one of {', '.join(models.names())} ('benchrunner models' lists them)")
     option("data", "synthetic tensors, or a dataset made by 'benchrunner dataset' (images or tfrecord)",
            choices=DATA_MODES)
     option("data_dir", "the dataset folder, the same path on every node")
-    option("batch_size", "images per rank per step", type=int)
-    option("image_size", "input height and width in pixels", type=int)
-    option("num_classes", "classes for single-label synthetic data (multi-label data has 14 findings)", type=int)
+    option("batch_size", "samples (images, or sequences) per rank per micro-batch", type=int)
+    option("image_size", "image models: input height and width in pixels", type=int)
+    option("num_classes", "image models: classes for single-label synthetic data (multi-label data has 14 findings)",
+           type=int)
+    option("sequence_length", "text models: tokens per sequence", type=int)
+    option("gradient_accumulation_steps", "micro-batches per optimizer step", type=int)
     option("precision", choices=PRECISIONS)
     option("warmup_steps", "steps run but not measured", type=int)
     option("measured_steps", type=int)
     option("preset", f"named training settings, recorded by name: {', '.join(sorted(PRESETS))} (Horovod's "
            "synthetic benchmark: plain SGD, constant rate 0.01, not scaled)", choices=sorted(PRESETS))
     option("optimizer", choices=OPTIMIZERS)
-    option("momentum", "SGD's momentum (0: plain SGD), or Adam's beta_1", type=float)
+    option("momentum", "SGD's momentum (0: plain SGD), or Adam's and AdamW's beta_1", type=float)
+    option("weight_decay", "AdamW's decoupled weight decay", type=float)
     option("learning_rate", "per rank, before lr scaling", type=float)
     option("lr_scaling", "linear: times the number of ranks; none: as given", choices=LR_SCALINGS)
     option("lr_schedule", "constant, or cosine decay to 0 at the last step", choices=LR_SCHEDULES)
     option("lr_warmup_steps", "steps ramping the rate linearly from the one-rank rate to the scaled one", type=int)
+    added: set[str] = set()
     for name in frameworks.names():
         settings = frameworks.get(name).Settings
         hints = _hints(settings)
         for f in fields(settings):
-            option(f.name, f"{name} only: {f.metadata['help']}", default=f.default,
+            if f.name in added:  # shared by several frameworks (PyTorch's): one option
+                continue
+            added.add(f.name)
+            option(f.name, f"{', '.join(frameworks.owners_of(f.name))} only: {f.metadata['help']}", default=f.default,
                    **_option_kwargs(hints[f.name], f.default))

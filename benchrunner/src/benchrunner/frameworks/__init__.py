@@ -1,7 +1,8 @@
 """The frameworks a workload trains with, each one module of this package, found here and nowhere else.
 
-A framework module declares its NAME, a frozen dataclass `Settings` holding the workload settings that belong to
-it alone (each field's metadata["help"] is its command-line help), and two rank programs, `train(workload,
+A framework module declares its NAME, the model KINDS it builds (benchrunner.models), a frozen dataclass `Settings`
+holding the workload settings that belong to it (each field's metadata["help"] is its command-line help; PyTorch's
+frameworks share theirs), and two rank programs, `train(workload,
 settings, context)` and `allreduce(context, min_bytes, max_bytes)`; with them `rank_environment(first_host)` (what its
 ranks need to find each other where the launcher does not say), `versions(provenance)`, `model_settings(record)` and
 `input_settings(record)` (what a run's page names), and BEFORE_RECORDED (its settings older results lack).
@@ -42,6 +43,6 @@ def setting_names(name: str) -> tuple[str, ...]:
     return tuple(field.name for field in fields(get(name).Settings))
 
 
-def owner_of(setting: str) -> str | None:
-    """The framework a setting belongs to, if any."""
-    return next((name for name in names() if setting in setting_names(name)), None)
+def owners_of(setting: str) -> tuple[str, ...]:
+    """The frameworks a setting belongs to (PyTorch's share theirs), none for a setting of every framework."""
+    return tuple(name for name in names() if setting in setting_names(name))

@@ -13,7 +13,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from benchrunner import results
-from benchrunner.frameworks.pytorch_ddp import NAME, Settings, data, distributed, models, provenance
+from benchrunner.frameworks._torch import data, distributed, models, provenance
+from benchrunner.frameworks.pytorch_ddp import NAME, Settings
 from benchrunner.train import RunContext, learning_rate, mark, measure, measurements
 from benchrunner.workload import Workload
 
@@ -34,7 +35,7 @@ def run(workload: Workload, settings: Settings, context: RunContext) -> dict[str
     workload.validate()
     # torch was imported with this module.
     mark("framework_imported")
-    placement, device, backend = distributed.setup(context.launcher)
+    placement, device, backend = distributed.setup()
     mark("ranks_joined")
     # cuDNN times its convolution algorithms once per shape and keeps the fastest, as TensorFlow's autotuning does.
     torch.backends.cudnn.benchmark = True

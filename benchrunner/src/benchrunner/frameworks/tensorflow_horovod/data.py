@@ -1,22 +1,17 @@
-"""Input for training: synthetic tensors, or a tf.data pipeline over a ChestX-ray14-style dataset."""
+"""TensorFlow's input: synthetic tensors, or a tf.data pipeline over a ChestX-ray14-style dataset."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchrunner import dataset
+from benchrunner.dataset import TFRECORD_DIR
+from benchrunner.frameworks.tensorflow_horovod import AUTOTUNE, CACHE_IN_MEMORY
 from benchrunner.workload import Workload
-
-TFRECORD_DIR = "tfrecord"
-# tf.data.AUTOTUNE, spelled as a word in settings; the pipeline passes tf.data.AUTOTUNE.
-AUTOTUNE = "autotune"
-CACHE_IN_MEMORY = "memory"
 
 
 def synthetic(tf: Any, workload: Workload, rank: int) -> Iterator[tuple[Any, Any]]:
@@ -124,39 +119,6 @@ def tfrecords(tf: Any, workload: Workload, rank: int, size: int) -> Iterator[tup
                .interleave(tf.data.TFRecordDataset, cycle_length=cycle,
                            num_parallel_calls=parallelism(tf, workload.settings.num_parallel_calls)))
     return _finish(tf, records, parse, workload, rank, size, paths)
-
-
-def dataset_problem(workload: Workload, ranks: int) -> str | None:
-    """Why the workload's dataset cannot feed this many ranks as its data mode reads it (images: the labels CSV and
-    every PNG it lists; tfrecord: a shard per rank), or None. Asked on the launching host before a job is written or
-    started: the ranks would otherwise each fail on their own, after the launch."""
-    if workload.data == "synthetic":
-        return None
-    directory = Path(workload.data_dir or ".")
-    make = f"benchrunner dataset {directory}" + (f" --tfrecord-shards {ranks}" if workload.data == "tfrecord" else "")
-    if not directory.is_dir():
-        return (f"data_dir {directory} {'is not a folder' if directory.exists() else 'does not exist'} on "
-                f"{socket.gethostname()}, the launching host, which must see the dataset at the nodes' path: make "
-                f"it with `{make}`, or leave data_dir out for the benchmark play to make it")
-    if workload.data == "tfrecord":
-        shards = len(list((directory / TFRECORD_DIR).glob("*.tfrecord")))
-        return None if shards >= ranks else (
-            f"{directory / TFRECORD_DIR}: {shards} TFRecord shard files for {ranks} ranks, which read one file at "
-            f"least each: write them with `{make}`")
-    labels = directory / dataset.LABELS_CSV
-    try:
-        entries = dataset.read_labels(directory)
-    except OSError as exc:
-        return f"{labels}: {exc.strerror}; images data reads the labels CSV and the PNGs of `{make}`"
-    except (KeyError, ValueError, csv.Error) as exc:
-        return f"{labels}: not a ChestX-ray14 labels CSV ({exc}); `{make}` writes one"
-    missing = [path for path, _ in entries if not Path(path).is_file()]
-    if missing:
-        return (f"{directory / dataset.IMAGES_DIR}: {len(missing)} of the {len(entries)} images {labels.name} lists "
-                f"are missing (first {missing[0]}); write the dataset again with `{make}`")
-    if len(entries) < ranks:
-        return f"{labels}: {len(entries)} images cannot be shared by {ranks} ranks, which read one image at least each"
-    return None
 
 
 def batches(tf: Any, workload: Workload, rank: int, size: int) -> Iterator[tuple[Any, Any]]:

@@ -1,4 +1,4 @@
-"""The benchmark's models in torch, without pretrained weights: the architectures benchrunner.models builds in Keras.
+"""The benchmark's models in torch, without pretrained weights: the architectures TensorFlow builds in Keras.
 
 torchvision's constructors where torchvision is installed, else benchrunner's own definitions of the same
 architectures (the layer configurations of the papers, as torchvision lays them out, so either source trains the
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchrunner.models import MIN_IMAGE_SIZE, MODELS
+from benchrunner.models.cnn import MIN_IMAGE_SIZE, MODELS
 
 __all__ = ["MIN_IMAGE_SIZE", "OWN", "build", "parameter_count"]
 

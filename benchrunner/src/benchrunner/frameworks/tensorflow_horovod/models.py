@@ -1,11 +1,8 @@
-"""The benchmark's models, built without pretrained weights (nothing is downloaded)."""
+"""The image models in Keras, built without pretrained weights (nothing is downloaded)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
-
-# CheXNet predicts 14 findings independently (multi-label), hence sigmoid outputs.
-CHEXNET_FINDINGS = 14
 
 
 def _small_cnn(tf: Any, shape: tuple[int, int, int], classes: int) -> Any:
@@ -35,7 +32,7 @@ def _densenet121_chexnet(tf: Any, shape: tuple[int, int, int], classes: int) -> 
     return tf.keras.Model(base.input, outputs, name="densenet121_chexnet")
 
 
-MODELS: dict[str, Callable[[Any, tuple[int, int, int], int], Any]] = {
+BUILDERS: dict[str, Callable[[Any, tuple[int, int, int], int], Any]] = {
     "small_cnn": _small_cnn,
     "resnet50": _application("ResNet50"),
     "inception_v3": _application("InceptionV3"),
@@ -43,17 +40,10 @@ MODELS: dict[str, Callable[[Any, tuple[int, int, int], int], Any]] = {
     "densenet121_chexnet": _densenet121_chexnet,
 }
 
-# Multi-label models train on independent binary targets; the rest on one class per image.
-MULTI_LABEL = {"densenet121_chexnet"}
-
-# The smallest image each model accepts: Keras's applications refuse smaller ones (obtain_input_shape's min_size
-# in keras 2.15: 32 for ResNet50, VGG16 and DenseNet121, 75 for InceptionV3); the small CNN halves twice.
-MIN_IMAGE_SIZE = {"small_cnn": 8, "resnet50": 32, "inception_v3": 75, "vgg16": 32, "densenet121_chexnet": 32}
-
 
 def build(tf: Any, name: str, image_size: int, classes: int) -> Any:
     try:
-        constructor = MODELS[name]
+        constructor = BUILDERS[name]
     except KeyError:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}") from None
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(BUILDERS))}") from None
     return constructor(tf, (image_size, image_size, 3), classes)

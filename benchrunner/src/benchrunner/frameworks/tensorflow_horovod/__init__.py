@@ -1,16 +1,22 @@
-"""TensorFlow 2.15 with Horovod 0.28.1: the workload the project was founded on (train.py, data.py, allreduce.py)."""
+"""TensorFlow 2.15 with Horovod 0.28.1: the workload the project was founded on.
+
+Importing this package imports neither TensorFlow nor Horovod: its settings are read and checked where they are not
+installed; only a rank, through `train` or `allreduce`, loads them (training, collectives).
+"""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchrunner.data import AUTOTUNE, CACHE_IN_MEMORY
 from benchrunner.frameworks import MAX_WORKERS_PER_RANK
-from benchrunner.rank_env import variables_source
 
 NAME = "tensorflow-horovod"
+# Keras builds the image models; no transformer is written for TensorFlow.
+KINDS = ("image",)
+# tf.data.AUTOTUNE, spelled as a word in settings; the pipeline passes tf.data.AUTOTUNE.
+AUTOTUNE = "autotune"
+CACHE_IN_MEMORY = "memory"
 MIB = 1024 * 1024
 # Horovod's autotuner (horovod/common/parameter_manager.cc) searches fusion buffers of 0 to 64 MiB and cycle times of
 # 1 to 100 ms: 16 and 10 times those are far beyond any tuned value, and a buffer of each GPU's memory or a cycle that
@@ -119,27 +125,16 @@ def versions(provenance: dict[str, Any]) -> dict[str, str | None]:
     }
 
 
-def check_launcher(launcher: str) -> None:
-    """A rank not started by the launcher it records fails before TensorFlow and Horovod are imported or joined."""
-    from benchrunner import launchers  # noqa: PLC0415 - the launchers import the frameworks
-
-    problem = launchers.launcher_problem(variables_source(os.environ), launcher, NAME)
-    if problem:
-        raise ValueError(problem)
-
-
 def train(workload: Any, settings: Settings, context: Any) -> dict[str, Any]:
-    check_launcher(context.launcher)
-    from benchrunner import train as tf_train  # noqa: PLC0415 - imports TensorFlow when it runs
+    from benchrunner.frameworks.tensorflow_horovod import training  # noqa: PLC0415 - imports TensorFlow when it runs
 
-    return tf_train.run(workload, context)
+    return training.run(workload, context)
 
 
 def allreduce(context: Any, min_bytes: int, max_bytes: int) -> dict[str, Any]:
-    check_launcher(context.launcher)
-    from benchrunner import allreduce as tf_allreduce  # noqa: PLC0415 - likewise
+    from benchrunner.frameworks.tensorflow_horovod import collectives  # noqa: PLC0415 - likewise
 
-    return tf_allreduce.run(context, min_bytes, max_bytes)
+    return collectives.run(context, min_bytes, max_bytes)
 
 
 def rank_environment(first_host: str | None) -> dict[str, str]:

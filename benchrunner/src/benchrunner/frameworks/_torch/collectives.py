@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from benchrunner import results, watchdog
-from benchrunner.frameworks.pytorch_ddp import NAME, distributed, provenance
+from benchrunner.frameworks._torch import distributed, provenance
 from benchrunner.sweep import bus_bandwidth, iterations_for, sizes
 from benchrunner.train import RunContext
 
@@ -113,9 +113,9 @@ def sweep(prepare: Prepare, byte_sizes: list[int], ranks: int, device: torch.dev
     return points
 
 
-def run(context: RunContext, min_bytes: int, max_bytes: int) -> dict[str, Any]:
+def run(framework: str, context: RunContext, min_bytes: int, max_bytes: int) -> dict[str, Any]:
     byte_sizes = sizes(min_bytes, max_bytes)
-    placement, device, backend = distributed.setup(context.launcher)
+    placement, device, backend = distributed.setup()
     ranks = placement.world_size
     # all_reduce's bus factor is 2(n-1)/n; all_gather's and reduce_scatter's (n-1)/n: in a ring each rank's link
     # carries all but its own part of the whole.
@@ -133,7 +133,7 @@ def run(context: RunContext, min_bytes: int, max_bytes: int) -> dict[str, Any]:
     document = {
         "kind": results.ALLREDUCE_RESULT,
         "schema_version": results.SCHEMA_VERSION,
-        "framework": NAME,
+        "framework": framework,
         "run_id": context.run_id,
         "ranks": ranks,
         "host": socket.gethostname(),

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from benchrunner import results, watchdog
+from benchrunner.frameworks.tensorflow_horovod.training import init_horovod
 from benchrunner.sweep import bus_bandwidth, iterations_for, sizes
-from benchrunner.train import RunContext, init_horovod
+from benchrunner.train import RunContext
 from benchrunner.workload import Workload
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchrunner import __version__, provenance
-from benchrunner.frameworks.pytorch_ddp.distributed import Placement
+from benchrunner.frameworks._torch.distributed import Placement
 from benchrunner.train import RunContext
 
 # torch.distributed's and Gloo's variables, recorded besides benchrunner.provenance's (NCCL_*, OMP_NUM_THREADS...):

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from benchrunner.frameworks.pytorch_ddp import NAME
 from benchrunner.rank_env import GPU_ENV, LAUNCHER_VARIABLES, SINGLE, variables_source
 
 # Slurm writes a count repeated over nodes as "2(x3)": two tasks on each of three nodes.
@@ -112,14 +111,9 @@ def init(placement: Placement, device: torch.device) -> str:
     return backend
 
 
-def setup(launcher: str) -> tuple[Placement, torch.device, str]:
-    """This rank's place, device and backend, joined to the others; a rank not started by `launcher` fails."""
+def setup() -> tuple[Placement, torch.device, str]:
+    """This rank's place, device and backend, joined to the others (its launcher was checked at the rank's entry)."""
     placement = rank_environment(os.environ)
-    from benchrunner import launchers  # noqa: PLC0415 - the launchers import the frameworks
-
-    problem = launchers.launcher_problem(placement.source, launcher, NAME)
-    if problem:
-        raise ValueError(problem)
     cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
     device = torch.device(device_name(placement, os.environ, cuda_devices))
     return placement, device, init(placement, device)

@@ -1,5 +1,5 @@
 """Input for training in torch: one synthetic batch made once on the device, or a ChestX-ray14-style folder of
-PNG images read by a DataLoader, each rank its own part, as benchrunner.data feeds the TensorFlow path."""
+PNG images read by a DataLoader, each rank its own part, as TensorFlow's data module feeds the TensorFlow path."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from benchrunner import dataset
-from benchrunner.frameworks.pytorch_ddp import Settings
-from benchrunner.frameworks.pytorch_ddp.distributed import Placement
+from benchrunner.frameworks._torch.distributed import Placement
+from benchrunner.frameworks._torch.settings import TorchSettings
 from benchrunner.workload import Workload
 
 try:
@@ -168,7 +168,7 @@ def shard(workload: Workload, placement: Placement) -> list[tuple[str, list[floa
     return entries[placement.rank::placement.world_size]
 
 
-def images(workload: Workload, settings: Settings, placement: Placement, device: torch.device,
+def images(workload: Workload, settings: TorchSettings, placement: Placement, device: torch.device,
            memory_format: torch.memory_format) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Batches of this rank's images, decoded by `dataloader_workers` processes, moved to the device."""
     entries = shard(workload, placement)
@@ -183,10 +183,10 @@ def images(workload: Workload, settings: Settings, placement: Placement, device:
                labels.to(device, non_blocking=True))
 
 
-def batches(workload: Workload, settings: Settings, placement: Placement,
+def batches(workload: Workload, settings: TorchSettings, placement: Placement,
             device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(images N x 3 x H x W, labels) batches: class indices, or float multi-hot findings for multi-label
-    workloads. TFRecord data is refused before this (Settings.problems)."""
+    workloads. TFRecord data is refused before this (TorchSettings.problems)."""
     memory_format = torch.channels_last if settings.channels_last else torch.contiguous_format
     if workload.data == "synthetic":
         return synthetic(workload, placement.rank, device, memory_format)

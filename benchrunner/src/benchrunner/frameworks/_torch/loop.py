@@ -236,7 +236,7 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
     finished_at = time.time()
     document = {
         "kind": results.RANK_RESULT,
-        "schema_version": results.SCHEMA_VERSION,
+        "schema_version": results.version_of(results.RANK_RESULT),
         "framework": name,
         "run_id": context.run_id,
         "rank": placement.rank,

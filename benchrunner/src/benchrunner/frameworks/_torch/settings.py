@@ -51,6 +51,9 @@ class TorchSettings:
         elif self.activation_checkpointing != "none" and workload.kind != "text":
             problems.append(f"activation checkpointing recomputes a transformer's blocks; {workload.model} is an "
                             f"{workload.kind} model: leave it out")
+        if self.channels_last and workload.kind != "image":
+            problems.append(f"channels-last lays out images' channels; {workload.model} is a {workload.kind} model: "
+                            "leave it out")
         tuned = [key for key in LOADER_KEYS if getattr(self, key) != getattr(TorchSettings(), key)]
         if workload.data == "synthetic" and tuned:
             problems.append(f"{', '.join(tuned)} tune the DataLoader of real data; synthetic data has none")

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from test_pytorch_ranks import free_port, rank_environment
 
 RANK_PROGRAM = Path(__file__).with_name("fsdp_parity_rank.py")
@@ -45,7 +44,7 @@ def close(ours: list[float], theirs: list[float], rtol: float) -> bool:
 
 
 @pytest.mark.parametrize(("case", "rtol"), [("sgd", FP32_RTOL), ("adamw", FP32_RTOL), ("accumulation", FP32_RTOL),
-                                            ("bf16", BF16_RTOL)])
+                                            ("bf16", BF16_RTOL), ("image", FP32_RTOL)])
 def test_fsdp_gives_ddps_loss_and_gradient_norm_every_step(ranks, case, rtol):
     for rank in ranks:
         ddp, fsdp = rank["runs"][f"{case}/pytorch-ddp"], rank["runs"][f"{case}/pytorch-fsdp"]

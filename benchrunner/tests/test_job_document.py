@@ -142,7 +142,7 @@ NO_LONGER_HOLDS = [
                  id="launcher-and-stack"),
     pytest.param(lambda: edited(srun_job(framework="pytorch-ddp"), launcher="torchrun", stack="baremetal",
                                 framework="tensorflow-horovod"),
-                 "launcher torchrun does not start tensorflow-horovod ranks (it starts pytorch-ddp)",
+                 "launcher torchrun does not start tensorflow-horovod ranks (it starts pytorch-ddp, pytorch-fsdp)",
                  id="launcher-and-framework"),
     pytest.param(lambda: edited(srun_job(), workload={"framework": "pytorch-ddp"}),
                  "workload: framework is the job's own key", id="framework-in-workload"),

@@ -32,7 +32,7 @@ AUTOCAST_TYPES = {"fp32": None, "mixed_float16": torch.float16, "mixed_bfloat16"
 # Every rank builds the model from this seed, so all start from the same weights: DDP would broadcast rank 0's
 # anyway, but FSDP2 keeps each rank's own shard of what that rank built.
 MODEL_SEED = 0
-# torchtitan's selective layer checkpointing at its default frequency: every other block.
+# torchtitan's selective layer checkpointing at its default frequency: every second block (the 2nd, the 4th, ...).
 SELECTIVE_EVERY = 2
 
 
@@ -85,7 +85,7 @@ def prepare_blocks(module: nn.Module, kind: str, settings: TorchSettings, compil
     container = blocks(module, kind)
     for index, (name, block) in enumerate(units(module, kind)):
         if settings.activation_checkpointing == "full" or (
-                settings.activation_checkpointing == "selective" and index % SELECTIVE_EVERY == 0):
+                settings.activation_checkpointing == "selective" and (index + 1) % SELECTIVE_EVERY == 0):
             block = Checkpointed(block)
         if settings.compile:
             block = torch.compile(block)
@@ -116,11 +116,12 @@ def loss_of(workload: Workload, logits: torch.Tensor, targets: torch.Tensor) -> 
     return functional.cross_entropy(logits.float(), targets)
 
 
-def total_norm(module: nn.Module) -> float:
-    """The L2 norm of all the module's gradients together, across shards where they are sharded (DTensors)."""
+def total_norm(module: nn.Module) -> torch.Tensor:
+    """The L2 norm of all the module's gradients together, across shards where they are sharded (DTensors: their
+    norm is a partial one until full_tensor() sums the shards' squares over the ranks); left on the device."""
     norm = torch.nn.utils.get_total_norm([p.grad for p in module.parameters() if p.grad is not None])
     full_tensor = getattr(norm, "full_tensor", None)
-    return float((full_tensor() if full_tensor else norm).item())
+    return full_tensor() if full_tensor else norm
 
 
 def finite(value: float) -> float | None:
@@ -163,9 +164,11 @@ class Trainer:
                 self.scaler.scale(loss).backward()
             loss_sum += loss.detach()
         self.scaler.unscale_(self.optimizer)
-        self.grad_norms.append(finite(total_norm(self.module)))
+        norm = total_norm(self.module)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        # Read after the update is queued, so the norm costs no wait in the middle of the step.
+        self.grad_norms.append(finite(norm.item()))
         return loss_sum.item()  # waits for the step, optimizer update included, to finish on the device
 
 

@@ -603,13 +603,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "dataset", help="write a small ChestX-ray14-style dataset (PNGs + labels CSV), or a token "
                                       "folder from text files (--tokens)")
-    group = p.add_argument_group("image dataset (image models' data images or tfrecord)")
+    group = p.add_argument_group("image dataset (for --data images or tfrecord)")
     group.add_argument("directory", nargs="?", help="the dataset's folder")
     group.add_argument("--images", type=int, help=f"default: {dataset.Spec.images}")
     group.add_argument("--image-size", type=int, help=f"default: {dataset.Spec.image_size}")
     group.add_argument("--seed", type=int, help=f"default: {dataset.Spec.seed}")
     group.add_argument("--tfrecord-shards", type=int, help="also write this many TFRecord shards (needs TensorFlow)")
-    group = p.add_argument_group("token folder (text models' data tokens)")
+    group = p.add_argument_group("token folder (for --data tokens)")
     group.add_argument("--tokens", metavar="DIR", help=f"the folder to write {tokens.BIN} (token ids, as nanoGPT's "
                                                        f"train.bin) and {tokens.MANIFEST} into")
     group.add_argument("--text", nargs="+", metavar="FILE", help="UTF-8 text files, tokenised in this order")

@@ -22,6 +22,7 @@ FORMS = ("SXM", "PCIe", "NVL", "Superchip")
 # The NVIDIA driver's own table of product names by PCI device id, where every name below is listed.
 _DRIVER_NAMES = ("NVIDIA open-gpu-kernel-modules README, 'Compatible GPUs' table, driver 560.31.02 "
                  "(https://github.com/NVIDIA/open-gpu-kernel-modules/blob/560.31.02/README.md)")
+# Products newer than driver 560 are in the same table of later drivers (seen in a public copy of driver 610.43.03's).
 _DRIVER_NAMES_610 = "the same table as of driver 610.43.03"
 
 _A100 = ("NVIDIA A100 Tensor Core GPU datasheet "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchrunner import models
+from benchrunner import mfu, models
 from benchrunner.models import cnn, llama
 
 # The sequence length FLOPs per token are listed at unless another is asked for: Llama 2's context, torchtitan's and
@@ -94,8 +94,8 @@ def render(listing: dict[str, Any]) -> str:
         lines.append(f"parameters: built on the meta device with torch {listing['torch']}; image models at "
                      + "; ".join(f"{shape} ({', '.join(names)})" for shape, names in inputs.items()))
     lines += [f"[{number}] {source}" for number, source in enumerate(notes, 1)]
-    lines.append(f"FLOPs per token: {llama.FLOPS_FORMULA} (N non-embedding parameters, L layers, H heads, Q head dim, "
-                 "T sequence length), forward and backward; none for image models yet")
+    lines.append(f"FLOPs per token: {mfu.FORMULA} ({', '.join(f'{term} {name}' for term, name in mfu.TERMS.items())}), "
+                 "forward and backward; none for image models yet")
     lines += [f"{entry['name']}: {entry['flops_missing']}" for entry in listing["models"]
               if entry["flops_missing"] and entry["kind"] == "text"]
     return "\n".join(lines) + "\n"

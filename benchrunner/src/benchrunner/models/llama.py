@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from benchrunner import mfu
 from benchrunner.models import ModelSpec
 
 NAME = "llama"
@@ -110,15 +111,8 @@ def parameters(c: LlamaConfig) -> int:
     return non_embedding_parameters(c) + (0 if c.tied_embeddings else c.vocab_size * c.dim)
 
 
-# Model FLOPs per token of a training step (forward and backward), the PaLM convention (Chowdhery et al. 2022,
-# appendix B) that torchtitan and nanoGPT count MFU with: 6 per non-embedding parameter (2 forward, 4 backward) and
-# the attention's scores and weighted sum, 12 x layers x heads x head dim x sequence length. The causal mask is not
-# discounted, as they do not discount it.
-FLOPS_FORMULA = "6*N + 12*L*H*Q*T"
-
 
 def flops(c: LlamaConfig, sequence_length: int) -> dict[str, Any]:
-    """The model FLOPs per token at the sequence length, with the formula and its terms, as a result records them."""
-    terms = {"N": non_embedding_parameters(c), "L": c.n_layers, "H": c.n_heads, "Q": c.head_dim, "T": sequence_length}
-    per_unit = 6 * terms["N"] + 12 * terms["L"] * terms["H"] * terms["Q"] * terms["T"]
-    return {"per_unit": float(per_unit), "formula": FLOPS_FORMULA, "terms": terms}
+    """The model FLOPs per token trained at the sequence length, with the formula and its terms, as a result records
+    them (benchrunner.mfu's count, from this shape)."""
+    return mfu.flops_per_token(non_embedding_parameters(c), c.n_layers, c.n_heads, c.head_dim, sequence_length)

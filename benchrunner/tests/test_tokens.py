@@ -68,9 +68,9 @@ def test_bytes_round_trip_two_files_joined_by_end_of_text(tmp_path, folder, monk
     assert manifest["dtype"] == "uint16" and manifest["vocab_size"] == 257 and manifest["tokenizer"] == "bytes"
     assert manifest["tokens"] == len(ids) == len(TEXTS[0].encode()) + 1 + len(TEXTS[1].encode())
     assert manifest["sha256"] == hashlib.sha256((folder / tokens.BIN).read_bytes()).hexdigest()
-    assert [(s["path"], s["bytes"], s["tokens"]) for s in manifest["sources"]] == [
-        (str(sources[0]), len(TEXTS[0].encode()), len(TEXTS[0].encode())),
-        (str(sources[1]), len(TEXTS[1].encode()), len(TEXTS[1].encode()))]
+    assert manifest["sources"] == [
+        {"path": str(sources[0]), "bytes": len(TEXTS[0].encode()), "tokens": len(TEXTS[0].encode()), "forced_cuts": 0},
+        {"path": str(sources[1]), "bytes": len(TEXTS[1].encode()), "tokens": len(TEXTS[1].encode()), "forced_cuts": 0}]
     assert tokens.read(folder) == tokens.Folder(folder / tokens.BIN, "uint16", 257, "bytes", len(ids))
     # Nothing but the array and its manifest: no temporary file left behind.
     assert sorted(p.name for p in folder.iterdir()) == [tokens.BIN, tokens.MANIFEST]
@@ -157,11 +157,16 @@ class FakeEncoding:
         return [ord(c) for c in text]
 
 
-def test_tiktoken_pieces_end_where_no_token_spans_and_ids_beyond_uint16_take_uint32(tmp_path, folder, monkeypatch):
+@pytest.fixture
+def encoding(monkeypatch):
     encoding = FakeEncoding()
     module = types.SimpleNamespace(get_encoding=lambda name: encoding if name == "o200k_base" else None)
     monkeypatch.setitem(sys.modules, "tiktoken", module)
     monkeypatch.setattr(tokens, "PIECE_CHARS", 10)
+    return encoding
+
+
+def test_tiktoken_pieces_end_where_no_token_spans_and_ids_beyond_uint16_take_uint32(tmp_path, folder, encoding):
     text = "alpha beta\n\n  gamma\ndelta epsilon zeta\n eta\ntheta"
     manifest = tokens.write(folder, write_texts(tmp_path, text, "x"), "tiktoken:o200k_base")
     assert "".join(encoding.pieces) == text + "x" and len(encoding.pieces) > 2
@@ -171,17 +176,25 @@ def test_tiktoken_pieces_end_where_no_token_spans_and_ids_beyond_uint16_take_uin
     assert (manifest["dtype"], manifest["vocab_size"], manifest["end_of_text"]) == ("uint32", 100_000, 99_999)
     ids = array("I", (folder / tokens.BIN).read_bytes()).tolist()
     assert ids == [ord(c) for c in text] + [99_999, ord("x")]
+    assert [source["forced_cuts"] for source in manifest["sources"]] == [0, 0]
+
+
+def test_text_that_cannot_be_cut_where_no_token_spans_is_cut_anyway_and_counted(tmp_path, folder, encoding):
+    text = "".join(f"  line {n}\n" for n in range(30))  # every line indented: no cut keeps tokens whole
+    manifest = tokens.write(folder, write_texts(tmp_path, text), "tiktoken:o200k_base")
+    assert "".join(encoding.pieces) == text
+    # Pieces grow to FORCE_CUT (16) reads of 10 characters, then are cut: 290 characters in two.
+    assert len(text) == 290 and [len(piece) for piece in encoding.pieces] == [160, 130]
+    assert manifest["sources"][0]["forced_cuts"] == 1
 
 
 def test_the_check_before_launch_reads_token_folders(tmp_path, made):
-    assert dataset.dataset_problem(workload(made), 4, vocab_size=512) is None
-    assert dataset.dataset_problem(workload(made), 4) == (
-        f"the vocabulary of llama-tiny was not given to the check of its token folder {made}")
-    assert dataset.dataset_problem(workload(made, sequence_length=4096), 4, vocab_size=512).endswith(
+    assert dataset.dataset_problem(workload(made), 4) is None
+    assert dataset.dataset_problem(workload(made, sequence_length=4096), 4).endswith(
         f"tokenise more text, or shorten the sequence; `benchrunner dataset --tokens {made} --text FILE [FILE ...]` "
         "makes a token folder")
     absent = tmp_path / "absent"
-    assert dataset.dataset_problem(workload(absent), 4, vocab_size=512).startswith(
+    assert dataset.dataset_problem(workload(absent), 4).startswith(
         f"data_dir {absent} does not exist on ")
 
 

@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from benchrunner import results
 
@@ -30,6 +30,8 @@ BYTES = "bytes"
 BYTES_END_OF_TEXT = 256
 # Characters read at a time from a text file: a few MiB of text, whatever the file's size.
 PIECE_CHARS = 1 << 20
+# Pieces' worth of text a BPE tokenizer's piece may grow to before it is cut where a token may span the cut.
+FORCE_CUT = 16
 
 
 @dataclass(frozen=True)
@@ -79,19 +81,23 @@ def _cut(text: str) -> int:
     return 0
 
 
-def pieces(path: Path, cut_anywhere: bool) -> Iterator[str]:
+def pieces(path: Path, cut_anywhere: bool) -> Iterator[tuple[str, bool]]:
     """The file's text in pieces of about PIECE_CHARS characters, decoded strictly as UTF-8 without newline
-    translation (bytes survive as they are); a piece that cannot be cut where the tokenizer allows grows until it can."""
+    translation (bytes survive as they are), each with whether it was cut where the tokenizer does not allow: a
+    piece that cannot be cut where it allows grows up to FORCE_CUT pieces' worth, then is cut anyway (a file whose
+    every line begins with a space, or a single line), so that no file is held whole."""
     with open(path, encoding="utf-8", errors="strict", newline="") as handle:
         carry = ""
         while block := handle.read(PIECE_CHARS):
             text = carry + block
             cut = len(text) if cut_anywhere else _cut(text)
-            if cut:
-                yield text[:cut]
+            forced = not cut and len(text) >= FORCE_CUT * PIECE_CHARS
+            if cut or forced:
+                cut = cut or len(text)
+                yield text[:cut], forced
             carry = text[cut:]
         if carry:
-            yield carry
+            yield carry, False
 
 
 def _sources(texts: Sequence[Path]) -> list[Path]:
@@ -118,16 +124,18 @@ def write(directory: Path, texts: Sequence[Path], tokenizer_name: str = BYTES) -
     digest, count, records = hashlib.sha256(), 0, []
     with results.atomic(directory / BIN) as handle:
         for index, path in enumerate(sources):
-            ids = array(typecode, [tok.end_of_text] if index else [])
-            before = count + len(ids)
+            count += _flush(typecode, [tok.end_of_text] if index else [], handle, digest)
+            before, forced_cuts = count, 0
             try:
-                for piece in pieces(path, tok.cut_anywhere):
-                    ids.extend(tok.encode(piece))
-                    count += _flush(ids, handle, digest)
+                for piece, forced in pieces(path, tok.cut_anywhere):
+                    count += _flush(typecode, tok.encode(piece), handle, digest)
+                    forced_cuts += forced
             except UnicodeDecodeError as exc:
                 raise ValueError(f"--text {path}: not UTF-8 text ({exc.reason})") from None
-            count += _flush(ids, handle, digest)
-            records.append({"path": str(path), "bytes": path.stat().st_size, "tokens": count - before})
+            # The file's own tokens, without the end-of-text id before it; where a piece was cut anyway, a token
+            # may have been split in two there.
+            records.append({"path": str(path), "bytes": path.stat().st_size, "tokens": count - before,
+                            "forced_cuts": forced_cuts})
         if not count:
             raise ValueError(f"--text {', '.join(map(str, sources))}: no text to tokenise (empty files)")
         (directory / MANIFEST).unlink(missing_ok=True)
@@ -138,16 +146,16 @@ def write(directory: Path, texts: Sequence[Path], tokenizer_name: str = BYTES) -
     return manifest
 
 
-def _flush(ids: array, handle: Any, digest: Any) -> int:
-    """Write the ids little-endian, hash them, empty the array; how many were written."""
+def _flush(typecode: str, values: Sequence[int], handle: BinaryIO, digest: Any) -> int:
+    """Write the ids little-endian and hash them; how many were written."""
+    ids = array(typecode)
+    ids.extend(values)  # array(typecode, b"...") would take bytes as raw memory, not as ids
     if sys.byteorder != BYTE_ORDER:
         ids.byteswap()
     data = ids.tobytes()
     handle.write(data)
     digest.update(data)
-    written = len(ids)
-    del ids[:]
-    return written
+    return len(ids)
 
 
 @dataclass(frozen=True)

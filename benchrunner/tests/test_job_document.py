@@ -290,7 +290,7 @@ def test_the_framework_is_the_jobs_own_key_and_recorded():
     ({"workload": {"xla": True}, "framework": "pytorch-ddp"},
      "workload setting xla belongs to tensorflow-horovod, not to this job's framework pytorch-ddp"),
     ({"workload": {"channels_last": True}},
-     "workload setting channels_last belongs to pytorch-ddp, not to this job's framework tensorflow-horovod"),
+     "workload setting channels_last belongs to pytorch-ddp and pytorch-fsdp, not to this job's framework tensorflow-horovod"),
     ({"launcher": "torchrun"}, "launcher torchrun does not start tensorflow-horovod ranks"),
     ({"launcher": "torchrun", "framework": "pytorch-ddp", "stack": "slurm"},
      "launcher torchrun does not run on stack slurm"),

@@ -111,6 +111,11 @@ def test_two_fsdp_ranks_started_by_torchrun_train_llama_tiny_and_sweep(tmp_path)
         assert document["model"]["kind"] == "text" and document["metrics"]["unit"] == "tokens"
         assert document["workload"]["sequence_length"] == 32 and "image_size" not in document["workload"]
         assert document["workload"]["activation_checkpointing"] == "selective"
+        assert document["flops"]["terms"] == {"N": 4_196_608, "L": 4, "H": 8, "Q": 32, "T": 32}
+        utilization = document["utilization"]
+        # A CPU has no datasheet peak: MFU only against this rank's GEMM probe, in the run's precision.
+        assert utilization["peak"] is None and utilization["mfu"] is None and utilization["peak_missing"]
+        assert utilization["probe"]["dtype"] == "fp32" and 0 < utilization["mfu_vs_probe"] <= 1.05
         assert document["provenance"]["torch"]["training"] == {
             "wrapper": "fsdp2", "mesh": {"shard": 2}, "reshard_after_forward": True, "param_dtype": "float32",
             "reduce_dtype": "float32", "optimizer_fused": False}

@@ -20,10 +20,11 @@ from torch import nn
 from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
-from benchrunner import results
-from benchrunner.frameworks._torch import data, distributed, llama, models, provenance, tokens
+from benchrunner import mfu, results
+from benchrunner.frameworks._torch import data, distributed, llama, models, probe, provenance, tokens
 from benchrunner.frameworks._torch.distributed import Placement
 from benchrunner.frameworks._torch.settings import TorchSettings
+from benchrunner.models import llama as llama_models
 from benchrunner.train import RunContext, learning_rate, mark, measure, measurements
 from benchrunner.workload import Workload
 
@@ -212,6 +213,19 @@ def memory(device: torch.device) -> dict[str, Any]:
     return {"peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "source": "ru_maxrss"}
 
 
+def arithmetic(workload: Workload, samples_per_sec: float, device: torch.device,
+               gemm: dict[str, Any] | None) -> dict[str, Any]:
+    """A rank's `flops` and `utilization`: a transformer's model FLOPs per token, and the TFLOP/s and MFU its
+    throughput makes of them against the device's peak and the probe; null for image models (no FLOPs count for
+    CNNs yet)."""
+    if workload.kind != "text":
+        return {"flops": None, "utilization": None}
+    flops = llama_models.flops(llama_models.config(workload.model), workload.sequence_length)
+    product = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    return {"flops": flops, "utilization": mfu.utilization(flops["per_unit"], samples_per_sec, product,
+                                                           workload.precision, probe.tf32_enabled(device), gemm)}
+
+
 def run(name: str, workload: Workload, settings: TorchSettings, context: RunContext, wrap: Wrap,
         joined: Callable[[Placement, torch.device], None] = lambda placement, device: None,
         compile_blocks: bool = False) -> dict[str, Any]:
@@ -226,6 +240,9 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
     mark("ranks_joined")
     # cuDNN times its convolution algorithms once per shape and keeps the fastest, as TensorFlow's autotuning does.
     torch.backends.cudnn.benchmark = True
+    # The TFLOP/s this device reaches in the run's precision, before the model takes its memory (text models: what
+    # their MFU is measured against beside the datasheet's peak).
+    gemm = probe.run(device, workload.precision) if workload.kind == "text" else None
     module, source = build(workload, device)
     if settings.channels_last:
         module = module.to(memory_format=torch.channels_last)
@@ -237,6 +254,7 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
     measured = measure(workload, lambda: [next(micro_batches) for _ in range(workload.gradient_accumulation_steps)],
                        steps.step)
     finished_at = time.time()
+    measured_metrics = measurements(workload, measured, context, finished_at)
     document = {
         "kind": results.RANK_RESULT,
         "schema_version": results.version_of(results.RANK_RESULT),
@@ -249,11 +267,9 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
         "host": socket.gethostname(),
         "workload": workload.record(),
         "model": {"name": workload.model, "parameters": parameters, "source": source, "kind": workload.kind},
-        **measurements(workload, measured, context, finished_at),
+        **measured_metrics,
         "grad_norms": steps.grad_norms,
-        # Filled by the utilization hook (benchrunner.mfu) where it is wired.
-        "flops": None,
-        "utilization": None,
+        **arithmetic(workload, measured_metrics["metrics"]["samples_per_sec"], device, gemm),
         "memory": memory(device),
         "device": {
             "asked_gpu": distributed.asked_gpu(os.environ),

@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from benchrunner.frameworks._torch.models import build
-from benchrunner.frameworks.pytorch_ddp.training import AUTOCAST_TYPES
+from benchrunner.frameworks._torch.loop import AUTOCAST_TYPES
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ help:
 	@echo "make deps      host packages and the control host's venv (.venv) for the tests;  make demo-deps  for site.yml only;  make host-deps  the packages alone"
 	@echo "make lab-image build the lab's node image (mmdebstrap, cached)"
 	@echo "make lab-up    start LAB_NODES=$(LAB_NODES) compute nodes (+ a head unless LAB_HEAD=false);  make lab-down  remove them"
-	@echo "make bench     peer baselines on the lab (after make demo): benchrunner vs Horovod's synthetic benchmark and a plain DDP loop, allreduce sweeps vs iperf3"
+	@echo "make bench     peer baselines on the lab (after make demo): benchrunner vs Horovod's synthetic benchmark, a plain DDP loop and a plain FSDP2 loop, allreduce sweeps vs iperf3"
 	@echo "make image     build the Kubernetes benchmark image (CPU) with podman; make image-push IMAGE=... pushes it"
 	@echo "make bench-campaign  per-run overhead of a small campaign on the lab (after make demo): run wall time - job time"
 	@echo "make bench-stack  wall time of the bare-metal stack play on 1 vs 3 fresh lab machines (replaces the lab)"

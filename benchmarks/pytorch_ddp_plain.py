@@ -21,8 +21,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from benchrunner.frameworks._torch.models import build
 from benchrunner.frameworks._torch.loop import AUTOCAST_TYPES
+from benchrunner.frameworks._torch.models import build
 
 
 def main() -> int:

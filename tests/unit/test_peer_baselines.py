@@ -71,7 +71,51 @@ def test_plain_ddp_loop_as_two_ranks_prints_each_ranks_images_per_sec(tmp_path):
         assert math.isfinite(last["images_per_sec"]) and last["images_per_sec"] > 0
     # mpirun interleaves the ranks' lines: rank 0's is found wherever it is.
     merged = outputs[1] + outputs[0]
-    assert peer_baselines.rank0_images_per_sec(merged) == json.loads(outputs[0].strip())["images_per_sec"]
+    assert peer_baselines.rank0_rate(merged) == json.loads(outputs[0].strip())["images_per_sec"]
+
+
+def test_plain_fsdp_loop_as_two_ranks_prints_each_ranks_tokens_per_sec():
+    port = str(free_port())
+    command = [sys.executable, str(BENCHMARKS / "pytorch_fsdp_plain.py"), "--model", "llama-tiny", "--batch-size", "1",
+               "--sequence-length", "16", "--warmup-steps", "1", "--measured-steps", "2", "--device", "cpu"]
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={
+        "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": SRC,
+        "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+        "OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}) for rank in (0, 1)]
+    outputs = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr[-4000:]
+        outputs.append(stdout)
+    for rank, stdout in enumerate(outputs):
+        last = json.loads(stdout.strip().splitlines()[-1])
+        assert (last["rank"], last["size"]) == (rank, 2)
+        assert math.isfinite(last["tokens_per_sec"]) and last["tokens_per_sec"] > 0
+    assert peer_baselines.rank0_rate(outputs[1] + outputs[0], "tokens_per_sec") == json.loads(
+        outputs[0].strip())["tokens_per_sec"]
+
+
+def test_the_plain_fsdp_loop_runs_under_benchrunners_mpirun_line_with_the_same_workload(tmp_path, monkeypatch):
+    args = arguments(tmp_path, "--fsdp-sequence-length", "64", "--fsdp-precision", "mixed_bfloat16")
+    seen = []
+
+    def run(argv: list[str]) -> str:
+        seen.append(argv)
+        return '{"rank": 1, "size": 2, "tokens_per_sec": 90.0}\n{"rank": 0, "size": 2, "tokens_per_sec": 75.0}\n'
+
+    monkeypatch.setattr(peer_baselines, "run", run)
+    assert peer_baselines.plain_fsdp(args, 3) == 75.0
+    (argv,) = seen
+    script = argv.index(str(BENCHMARKS / "pytorch_fsdp_plain.py"))
+    launch, options = argv[:script - 1], argv[script + 1:]
+    assert launch[:3] == ["mpirun", "-np", "2"] and {"MASTER_ADDR=node1", "MASTER_PORT=29500"} <= set(launch)
+    given = dict(zip(options[::2], options[1::2]))
+    assert given == {"--model": "llama-tiny", "--batch-size": "2", "--sequence-length": "64", "--warmup-steps": "2",
+                     "--measured-steps": "10", "--precision": "mixed_bfloat16", "--lr": "0.0003", "--device": "cpu"}
+    workload = peer_baselines.fsdp_workload(args)
+    assert (workload.framework, workload.optimizer, workload.learning_rate, workload.lr_scaling) == (
+        "pytorch-fsdp", "adamw", 0.0003, "none")
 
 
 def test_the_plain_loop_runs_under_benchrunners_mpirun_line_with_the_same_workload(tmp_path, monkeypatch):
@@ -119,22 +163,24 @@ def test_a_trial_alternates_which_side_goes_first_and_keeps_the_link_beside_both
 
     def benchrunner(args: Any, run_id: str, workload: Any) -> float:
         order.append(workload.framework)
-        return 100.0 if workload.framework == "pytorch-ddp" else 50.0
+        return {"pytorch-ddp": 100.0, "pytorch-fsdp": 200.0}.get(workload.framework, 50.0)
 
     def sweep_document(args: Any, run_id: str, options: list[str]) -> dict[str, Any]:
         order.append(run_id)
         return sweep(4e8, {"skipped": "Backend gloo does not support reduce_scatter"}) if options else sweep(6e8, {})
 
-    for name, value in (("peer", 49.0), ("plain_ddp", 101.0), ("tcp_bandwidth", link), ("mpi_busbw_bytes_per_s", 7e8)):
+    for name, value in (("peer", 49.0), ("plain_ddp", 101.0), ("plain_fsdp", 201.0), ("tcp_bandwidth", link),
+                        ("mpi_busbw_bytes_per_s", 7e8)):
         monkeypatch.setattr(peer_baselines, name, stub(name, value))
     monkeypatch.setattr(peer_baselines, "benchrunner", benchrunner)
     monkeypatch.setattr(peer_baselines, "sweep_document", sweep_document)
     trial = peer_baselines.measure(args, 0)
-    first = ["peer", "tensorflow-horovod", "plain_ddp", "pytorch-ddp", "tcp_bandwidth", "mpi_busbw_bytes_per_s",
-             "allreduce-0", "torch-allreduce-0"]
+    first = ["peer", "tensorflow-horovod", "plain_ddp", "pytorch-ddp", "plain_fsdp", "pytorch-fsdp", "tcp_bandwidth",
+             "mpi_busbw_bytes_per_s", "allreduce-0", "torch-allreduce-0"]
     assert order == first
     assert trial == peer_baselines.Trial(
-        peer=49.0, benchrunner=50.0, plain_ddp=101.0, benchrunner_torch=100.0, link=1e9, mpi_busbw=7e8,
+        peer=49.0, benchrunner=50.0, plain_ddp=101.0, benchrunner_torch=100.0, plain_fsdp=201.0,
+        benchrunner_fsdp=200.0, link=1e9, mpi_busbw=7e8,
         horovod_busbw=6e8, torch_busbw=4e8,
         torch_others={"all_gather": 2e8, "reduce_scatter": "Backend gloo does not support reduce_scatter"})
     order.clear()
@@ -148,6 +194,7 @@ def stub_trial(ratio: float, **more: Any) -> Any:
     """Every ratio of the trial is `ratio`; the link carries 1 GB/s."""
     return peer_baselines.Trial(**{
         "peer": 100.0, "benchrunner": 100.0 * ratio, "plain_ddp": 10.0, "benchrunner_torch": 10.0 * ratio,
+        "plain_fsdp": 1000.0, "benchrunner_fsdp": 1000.0 * ratio,
         "link": 1e9, "mpi_busbw": 1e9 * ratio, "horovod_busbw": 1e9 * ratio, "torch_busbw": 1e9 * ratio,
         "torch_others": {"all_gather": 5e8 * ratio, "reduce_scatter": "Backend gloo does not support reduce_scatter"},
         **more})
@@ -167,6 +214,8 @@ def test_the_summary_prints_each_ratio_with_its_interval_and_the_other_collectiv
         "reduce_scatter skipped (Backend gloo does not support reduce_scatter)",
         "(d) benchrunner pytorch-ddp / plain DDP loop (resnet50, batch 8, 32px, fp32, 2 warmup + 10 measured steps): "
         f"{ci}; goal >= 0.98",
+        "(e) benchrunner pytorch-fsdp / plain FSDP2 loop (llama-tiny, batch 2 x 128 tokens, fp32, AdamW, 2 warmup + 10 "
+        f"measured steps): {ci}; goal >= 0.98",
     ]
 
 
@@ -176,12 +225,13 @@ def test_a_collective_skipped_in_some_trials_only_says_so_beside_its_figure():
 
 
 def test_each_trial_prints_both_frameworks_measurements():
-    first, second = peer_baselines.trial_lines(1, stub_trial(0.5))
+    first, second, third = peer_baselines.trial_lines(1, stub_trial(0.5))
     assert first == ("trial 1: peer    100.0 img/s  benchrunner     50.0 img/s  ratio 0.500 | iperf3  1.000 GB/s  "
                      "MPI_Allreduce busbw  0.500 GB/s  benchrunner allreduce busbw  0.500 GB/s  ratio 0.500")
     assert second == ("  plain DDP     10.0 img/s  benchrunner pytorch-ddp      5.0 img/s  ratio 0.500 | torch all_reduce "
                       "busbw  0.500 GB/s  ratio 0.500  all_gather busbw  0.250 GB/s  reduce_scatter busbw skipped "
                       "(Backend gloo does not support reduce_scatter)")
+    assert third == "  plain FSDP2   1000.0 tokens/s  benchrunner pytorch-fsdp    500.0 tokens/s  ratio 0.500"
 
 
 @pytest.mark.parametrize("model", ["densenet121_chexnet", "no_such_model"])

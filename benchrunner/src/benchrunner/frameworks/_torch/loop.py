@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
@@ -121,8 +122,7 @@ def total_norm(module: nn.Module) -> torch.Tensor:
     """The L2 norm of all the module's gradients together, across shards where they are sharded (DTensors: their
     norm is a partial one until full_tensor() sums the shards' squares over the ranks); left on the device."""
     norm = torch.nn.utils.get_total_norm([p.grad for p in module.parameters() if p.grad is not None])
-    full_tensor = getattr(norm, "full_tensor", None)
-    return full_tensor() if full_tensor else norm
+    return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
 
 def finite(value: float) -> float | None:

@@ -86,6 +86,12 @@ def main() -> None:
         workload = Workload.from_mapping({"model": "llama-tiny", "framework": pytorch_fsdp.NAME, "momentum": 0.0,
                                           "activation_checkpointing": mode, **cases["sgd"]})
         runs[f"checkpointing-{mode}/pytorch-fsdp"] = train(fsdp.wrap, workload, placement, BATCH)
+    # HSDP: both ranks on one node (shards only), and each rank a node of its own (replicas only: FSDP2 all-reduces).
+    for nodes, local in (("one-node", 2), ("two-nodes", 1)):
+        workload = Workload.from_mapping({"model": "llama-tiny", "framework": pytorch_fsdp.NAME, "momentum": 0.0,
+                                          "hsdp": True, **cases["sgd"]})
+        runs[f"hsdp-{nodes}/pytorch-fsdp"] = train(fsdp.wrap, workload,
+                                                   dataclasses.replace(placement, local_world_size=local), BATCH)
     settings = pytorch_fsdp.Settings()
     checks: dict[str, Any] = {"working": reduction_check(settings, placement)}
     # pytorch issue 162338: Gloo's reduce-scatter summing where FSDP2 asked for the average.

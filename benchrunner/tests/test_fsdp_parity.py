@@ -76,6 +76,16 @@ def test_activation_checkpointing_recomputes_the_same_gradients(ranks, mode, blo
         assert close(checkpointed["losses"], plain["losses"], FP32_RTOL)
 
 
+@pytest.mark.parametrize(("nodes", "mesh"), [("one-node", {"replicate": 1, "shard": 2}),
+                                           ("two-nodes", {"replicate": 2, "shard": 1})])
+def test_hsdp_gives_ddps_loss_and_gradient_norm_sharded_or_replicated(ranks, nodes, mesh):
+    for rank in ranks:
+        ddp, hsdp = rank["runs"]["sgd/pytorch-ddp"], rank["runs"][f"hsdp-{nodes}/pytorch-fsdp"]
+        assert hsdp["record"]["mesh"] == mesh
+        assert close(hsdp["grad_norms"], ddp["grad_norms"], FP32_RTOL)
+        assert close(hsdp["losses"], ddp["losses"], FP32_RTOL)
+
+
 def test_the_wrappers_record_how_they_took_the_settings(ranks):
     runs = ranks[0]["runs"]
     assert runs["sgd/pytorch-ddp"]["record"] == {"wrapper": "ddp", "optimizer_fused": False}

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 from test_pytorch_ranks import free_port, rank_environment
 
 RANK_PROGRAM = Path(__file__).with_name("fsdp_parity_rank.py")
@@ -25,7 +27,18 @@ BF16_RTOL = 5e-3
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    output = tmp_path_factory.mktemp("parity")
+    # Under xdist every worker that runs one of these tests would train the pair again: the first does, in the
+    # session's folder common to all workers (the parent of a worker's own), and the others read its files.
+    session = tmp_path_factory.getbasetemp()
+    output = (session.parent if os.environ.get("PYTEST_XDIST_WORKER") else session) / "fsdp-parity"
+    with FileLock(f"{output}.lock"):
+        if not (output / "rank-1.json").exists():
+            train_pair(output)
+    return [json.loads((output / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+
+
+def train_pair(output: Path) -> None:
+    output.mkdir(exist_ok=True)
     port = str(free_port())
     processes = [subprocess.Popen([sys.executable, str(RANK_PROGRAM), str(output)],
                                   env=rank_environment(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
@@ -36,7 +49,6 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     for process in processes:
         _, stderr = process.communicate(timeout=180)
         assert process.returncode == 0, stderr[-4000:]
-    return [json.loads((output / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
 
 
 def close(ours: list[float], theirs: list[float], rtol: float) -> bool:

@@ -68,10 +68,17 @@ def test_every_launcher_declares_its_contract():
         module = launchers.get(name)
         assert set(module.STACKS) <= {"baremetal", "slurm", "k8s"}, name
         assert set(module.FRAMEWORKS) <= set(frameworks.names()) and module.FRAMEWORKS, name
-        assert module.NEEDS <= {"hosts", "slurm", "kubeconfig"}, name
-        assert isinstance(module.USES_HOSTS, bool) and isinstance(module.LEAVES, tuple), name
-        # Watched inside its job only where its ranks beat.
-        assert isinstance(module.BEATS, bool) and module.WATCHED_IN_JOB in (False, module.BEATS), name
+        assert isinstance(module.USES_HOSTS, bool) and isinstance(module.BEATS, bool), name
+        # Declared once or per stack (for each of its stacks, no other).
+        for attribute in ("NEEDS", "LEAVES", "WATCHED_IN_JOB"):
+            value = getattr(module, attribute)
+            assert not isinstance(value, dict) or set(value) == set(module.STACKS), (name, attribute)
+        for stack in module.STACKS:
+            contract = launchers.on_stack(name, stack)
+            assert contract.needs <= {"hosts", "slurm", "kubeconfig"}, (name, stack)
+            assert isinstance(contract.leaves, tuple), (name, stack)
+            # Watched inside its job only where its ranks beat.
+            assert contract.watched_in_job in (False, module.BEATS), (name, stack)
         assert module.start is None or callable(module.start), name
     # Each stack has exactly one default launcher, and it runs there.
     for stack in launchers.STACKS:

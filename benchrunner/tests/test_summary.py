@@ -444,3 +444,11 @@ def test_ranks_counting_different_units_are_refused(run_dir, make_rank):
                                                   r"rank 1: tokens\): no total adds them up"):
         summary.write(directory)
     assert not (directory / summary.SUMMARY_JSON).exists()
+
+
+def test_a_text_rank_without_utilization_is_named_with_the_reason(run_dir):
+    ranks = [text_rank_document(0), text_rank_document(1)]
+    del ranks[1]["utilization"]
+    document = summary.summarize(run_dir(*ranks))
+    assert document["utilization"] is None
+    assert document["utilization_missing"] == f"rank 1: {summary.NOT_RECORDED}"

@@ -248,8 +248,9 @@ def _absent(ranks: list[dict[str, Any]], why: Any) -> str | None:
     return "; ".join(f"{_ranks_text(members)}: {reason}" for reason, members in by_reason.items()) or None
 
 
-# Why a rank has no utilization: an image model has no FLOPs count yet (flops and utilization null); a result without
-# the key comes from a framework or a version of benchrunner that measured none.
+# Why a rank has no utilization: an image model has no FLOPs count yet, whatever wrote its result (flops and
+# utilization null, or absent); a text model's result without the key comes from a framework or a version of
+# benchrunner that measured none.
 NO_FLOPS = "no FLOPs count for image models yet, so no model TFLOP/s or MFU"
 NOT_RECORDED = "recorded no utilization (a result made before benchrunner measured it, or a framework that does not)"
 
@@ -257,10 +258,13 @@ NOT_RECORDED = "recorded no utilization (a result made before benchrunner measur
 def _no_utilization(rank: dict[str, Any]) -> str | None:
     if rank.get("utilization") is not None:
         return None
+    # A v2 result may not name its model: it trained an image model, as every v2 result did.
+    model = rank.get("model", {"kind": results.V2_MODEL_KIND})
+    if model["kind"] == "image":
+        return NO_FLOPS
     if "utilization" not in rank:
         return NOT_RECORDED
-    model = rank["model"]
-    return NO_FLOPS if model["kind"] == "image" else f"no FLOPs count for {model['name']}, so no model TFLOP/s or MFU"
+    return f"no FLOPs count for {model['name']}, so no model TFLOP/s or MFU"
 
 
 def utilization(ranks: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:

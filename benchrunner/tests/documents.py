@@ -100,14 +100,16 @@ def text_rank_document(rank: int = 0, size: int = 2, *, sequence_length: int = 6
     tflops = per_unit * tokens_per_sec / 1e12
     peak = peak_tflops and {"tflops": peak_tflops, "product": "NVIDIA H100 80GB HBM3", "form": "SXM",
                             "source": "NVIDIA H100 Tensor Core GPU datasheet"}
-    probe = probe_tflops and {"tflops": probe_tflops, "size": 1024, "dtype": "float32", "repeats": 10, "seconds": 0.4,
+    precision = "bf16" if peak else "fp32"
+    # benchrunner.mfu's convention: the probe's matmuls in the precision the run's peak applies to.
+    probe = probe_tflops and {"tflops": probe_tflops, "size": 1024, "dtype": precision, "repeats": 10, "seconds": 0.4,
                               "device": "cpu"}
     provenance = {key: value for key, value in document["provenance"].items() if key not in ("tensorflow", "horovod")}
     return {**document, "workload": workload, "framework": "pytorch-ddp",
             "model": {"name": "llama-tiny", "parameters": 4_000_000, "source": "benchrunner", "kind": "text"},
             "metrics": {**document["metrics"], "samples_per_sec": tokens_per_sec, "unit": "tokens"},
             "flops": {"per_unit": float(per_unit), "formula": "6*N + 12*L*H*Q*T", "terms": terms},
-            "utilization": {"model_tflops_per_device": tflops, "precision": "bf16" if peak else "fp32", "peak": peak,
+            "utilization": {"model_tflops_per_device": tflops, "precision": precision, "peak": peak,
                             "peak_missing": None if peak else CPU_PEAK_MISSING,
                             "mfu": tflops / peak_tflops if peak_tflops else None, "probe": probe,
                             "mfu_vs_probe": tflops / probe_tflops if probe_tflops else None},

@@ -452,3 +452,17 @@ def test_a_text_rank_without_utilization_is_named_with_the_reason(run_dir):
     document = summary.summarize(run_dir(*ranks))
     assert document["utilization"] is None
     assert document["utilization_missing"] == f"rank 1: {summary.NOT_RECORDED}"
+
+
+def test_ranks_on_devices_with_different_peaks_each_have_their_own_mfu(run_dir):
+    ranks = [text_rank_document(0, peak_tflops=H100_BF16_DENSE), text_rank_document(1, peak_tflops=756.0)]
+    ranks[1]["utilization"]["peak"] |= {"product": "NVIDIA H100 PCIe", "form": "PCIe"}
+    directory = run_dir(*ranks)
+    document = summary.write(directory, plots=False)
+    used = document["utilization"]
+    assert used["peak"] is None
+    assert used["peak_missing"] == "ranks ran on devices with different peaks: each rank's MFU is against its own"
+    mfus = [r["utilization"]["mfu"] for r in ranks]
+    assert used["mfu"] == pytest.approx({"mean": sum(mfus) / 2, "minimum": min(mfus), "maximum": max(mfus)})
+    assert "of each rank's own peak (ranks ran on devices with different peaks: each rank's MFU is against its own)" \
+        in (directory / "report.md").read_text()

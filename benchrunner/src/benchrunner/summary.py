@@ -237,7 +237,7 @@ def _ranks_text(ranks: list[dict[str, Any]]) -> str:
     return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r['rank']) for r in ranks)}"
 
 
-def _absent(ranks: list[dict[str, Any]], why: Any) -> str | None:
+def _absent(ranks: list[dict[str, Any]], why: Callable[[dict[str, Any]], str | None]) -> str | None:
     """Why some ranks have no figure: each distinct reason (why(rank)) with the ranks that gave it; None when all have
     it (why gives None)."""
     by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -279,7 +279,8 @@ def utilization(ranks: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str
     if len(precisions) != 1:
         return None, "ranks used different precisions (" + ", ".join(sorted(precisions)) + ")"
     peaks = {repr(u["peak"]) for u in used}
-    peak_missing = _absent(ranks, lambda r: r["utilization"]["peak_missing"])
+    peak_missing = _absent(ranks, lambda r: None if r["utilization"]["mfu"] is not None else
+                           r["utilization"]["peak_missing"] or "no MFU against a peak recorded")
     if not peak_missing and len(peaks) != 1:
         peak_missing = "ranks ran on devices with different peaks: each rank's MFU is against its own"
     probe_missing = _absent(ranks, lambda r: None if r["utilization"]["probe"] else "no GEMM probe recorded")
@@ -439,9 +440,9 @@ def utilization_line(summary: dict[str, Any]) -> str:
     if used["mfu"] is None:
         mfu = f"MFU vs peak: - ({used['peak_missing']})"
     else:
-        against = (f"{peak['product']} {peak['form']} dense {used['precision']} peak {peak['tflops']:g} TFLOP/s "
-                   f"({peak['source']})" if peak else f"each rank's own peak: {used['peak_missing']}")
-        mfu = f"MFU {_over_ranks(used['mfu'], report.fraction)} of the {against}"
+        against = (f"the {peak['product']} {peak['form']} dense {used['precision']} peak {peak['tflops']:g} TFLOP/s "
+                   f"({peak['source']})" if peak else f"each rank's own peak ({used['peak_missing']})")
+        mfu = f"MFU {_over_ranks(used['mfu'], report.fraction)} of {against}"
     if used["mfu_vs_probe"] is None:
         probe = f"MFU vs probe: - ({used['probe_missing']})"
     else:

@@ -278,3 +278,19 @@ def test_the_shipped_campaigns_load_and_cross_both_frameworks(name):
     document = campaign.load(path)
     trained = {p.get("framework", "tensorflow-horovod") for p in campaign.points(document) if p["program"] == "train"}
     assert trained == {"tensorflow-horovod", "pytorch-ddp"}
+
+
+def test_models_of_both_kinds_cross_only_the_frameworks_and_settings_that_take_them(campaign_file):
+    document = campaign.load(campaign_file({
+        "name": "kinds", "repeats": 1, "gpus": [2], "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
+        "workloads": {"model": ["small_cnn", "llama-tiny"], "sequence_length": [128, 256]},
+        "fixed": {"image_size": 32, "measured_steps": 10}}))
+    trained = [(p.get("framework", "tensorflow-horovod"), p["workload"]["model"], p["workload"].get("sequence_length"),
+                p["workload"].get("image_size")) for p in campaign.points(document)]
+    # The image model once per framework, without a sequence length; the transformer under PyTorch only, once per
+    # sequence length and without an image size.
+    assert sorted(trained, key=str) == sorted([
+        ("tensorflow-horovod", "small_cnn", None, 32), ("pytorch-ddp", "small_cnn", None, 32),
+        ("pytorch-ddp", "llama-tiny", 128, None), ("pytorch-ddp", "llama-tiny", 256, None)], key=str)
+    labels = [r.run_id for r in campaign.plan(document)]
+    assert len(set(labels)) == 4 and any("llama-tiny-synthetic-b32-s128" in label for label in labels)

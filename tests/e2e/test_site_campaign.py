@@ -29,12 +29,6 @@ CAMPAIGN = {
 }
 
 
-@pytest.fixture(scope="module")
-def provisioned() -> None:
-    outcome = run_site(skip_tags="benchmark")
-    assert outcome.ok, outcome.failures
-
-
 def kill(node: str) -> None:
     subprocess.run(["podman", "kill", node], check=True, capture_output=True)
 

@@ -29,7 +29,7 @@ PLACED_BY = {"torchrun": "torchrun", "mpirun": "openmpi", "srun": "slurm"}
 
 
 @pytest.fixture(scope="module")
-def frameworks_campaign(tmp_path_factory):
+def frameworks_campaign(provisioned, tmp_path_factory):
     folder = tmp_path_factory.mktemp("frameworks")
     file = folder / "campaign.yml"
     file.write_text(yaml.safe_dump(CAMPAIGN))

@@ -9,11 +9,10 @@ import subprocess
 import sys
 import time
 
-import pytest
 import yaml
 
 from benchrunner import campaign, report, results, watchdog
-from lab import PROJECT, lab_node_names, run_site
+from lab import PROJECT, lab_node_names
 
 # Longer than any start-up stage or step of two TensorFlow ranks on the lab's shared cores (each under 15 s on a
 # machine twice as slow as the one that measured 5.3 s to the first step).
@@ -31,13 +30,6 @@ CAMPAIGN = {
 RANK_PATTERN = "bin/benchrunner train"
 # An srun job's ranks alone: the batch script's watchdog and srun carry the rank command in theirs, on the batch host.
 SRUN_RANK_PATTERN = r"^\S*python\S* \S*bin/benchrunner train"
-
-
-@pytest.fixture(scope="module")
-def provisioned() -> None:
-    """The lab provisioned from this checkout: its benchrunner, the one that beats, on the nodes."""
-    outcome = run_site(skip_tags="benchmark")
-    assert outcome.ok, outcome.failures
 
 
 def ranks_on(node: str, pattern: str = RANK_PATTERN) -> list[str]:

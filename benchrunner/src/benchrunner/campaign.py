@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 import yaml
 
-from benchrunner import frameworks, job_document, launchers, results, summary
+from benchrunner import frameworks, job_document, launchers, models, results, summary
+from benchrunner.workload import KIND_SETTINGS, Workload
 
 STATE_JSON = "state.json"
 # The nodes' facts, kept across the campaign's runs (Ansible's jsonfile fact cache).
@@ -116,9 +117,28 @@ def points(campaign: dict[str, Any]) -> list[dict[str, Any]]:
     for gpus, values, (stack, framework, launcher) in itertools.product(
             sorted(campaign["gpus"]), itertools.product(*(axes[n] for n in names)), placements):
         # Real data without a data_dir of its own is the dataset the benchmark play makes on the nodes.
-        workload = {**campaign.get("fixed", {}), **dict(zip(names, values))}
-        out.append(point("train", stack, framework, launcher, gpus, workload=workload))
+        workload = _for_kind({**campaign.get("fixed", {}), **dict(zip(names, values))})
+        # Models of a kind the framework does not build (a transformer under TensorFlow) are no point of it; an
+        # unknown model is refused by name when its point's job is resolved.
+        model = workload.get("model", Workload.model)
+        if model in models.names() and framework not in models.frameworks_for(model):
+            continue
+        train = point("train", stack, framework, launcher, gpus, workload=workload)
+        # Crossing a text setting with an image model (or the reverse) gives the same point again: once is enough.
+        if train not in out:
+            out.append(train)
     return out
+
+
+def _for_kind(workload: dict[str, Any]) -> dict[str, Any]:
+    """A point's workload without the input settings of the other kind of model than its own: a campaign's fixed
+    settings and axes apply to every point they can shape (image_size to image models, sequence_length to text)."""
+    model = workload.get("model", Workload.model)
+    if model not in models.names():
+        return workload
+    kind = models.get(model).kind
+    others = {key for other, keys in KIND_SETTINGS.items() if other != kind for key in keys}
+    return {key: value for key, value in workload.items() if key not in others}
 
 
 def point_label(point: dict[str, Any]) -> str:
@@ -127,6 +147,8 @@ def point_label(point: dict[str, Any]) -> str:
     parts = [point["program"]]
     if point["program"] == "train":
         parts += [w.get("model", "small_cnn"), w.get("data", "synthetic"), f"b{w.get('batch_size', 32)}"]
+        if "sequence_length" in w:
+            parts.append(f"s{w['sequence_length']}")
     parts += [f"g{point['gpus']}", point["stack"]]
     if "framework" in point:
         parts += [point["framework"], point["launcher"]]

@@ -30,6 +30,7 @@ from benchrunner import (
     results,
     summary,
     sweep,
+    tokens,
     watchdog,
 )
 from benchrunner.launchers import srun
@@ -102,24 +103,56 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
     return 0
 
 
+# The options of each kind of dataset by their names in the namespace, as the command line spells them: the other
+# kind's are refused, never ignored.
+_IMAGE_DATASET = {"directory": "DIRECTORY", "images": "--images", "image_size": "--image-size", "seed": "--seed",
+                  "tfrecord_shards": "--tfrecord-shards"}
+_TOKEN_DATASET = {"text": "--text", "tokenizer": "--tokenizer"}
+
+
 def cmd_dataset(args: argparse.Namespace) -> int:
-    if args.tfrecord_shards < 0:
-        raise ValueError(f"--tfrecord-shards must be 0 (none) or more (got {args.tfrecord_shards})")
+    others = _IMAGE_DATASET if args.tokens else _TOKEN_DATASET
+    given = [option for name, option in others.items() if getattr(args, name) is not None]
+    if given:
+        raise ValueError(f"--tokens makes a token folder from --text files: leave out the image dataset's "
+                         f"{', '.join(given)}" if args.tokens else
+                         f"{', '.join(given)} belong to a token folder: name its folder with --tokens DIR")
+    return _token_dataset(args) if args.tokens else _image_dataset(args)
+
+
+def _token_dataset(args: argparse.Namespace) -> int:
+    if not args.text:
+        raise ValueError("--tokens needs the text files to tokenise: --text FILE [FILE ...]")
+    manifest = tokens.write(Path(args.tokens), [Path(text) for text in args.text], args.tokenizer or tokens.BYTES)
+    print(f"{Path(args.tokens) / tokens.BIN}: {manifest['tokens']} tokens ({manifest['dtype']}) of {len(args.text)} "
+          f"text files by tokenizer {manifest['tokenizer']}, vocabulary {manifest['vocab_size']}")
+    return 0
+
+
+def _image_dataset(args: argparse.Namespace) -> int:
+    if args.directory is None:
+        raise ValueError("give the image dataset's folder (benchrunner dataset DIRECTORY), or a token folder's "
+                         "(benchrunner dataset --tokens DIR --text FILE [FILE ...])")
+    spec = dataset.Spec(**{name: getattr(args, name) for name in ("images", "image_size", "seed")
+                           if getattr(args, name) is not None})
+    shards = args.tfrecord_shards or 0
+    if shards < 0:
+        raise ValueError(f"--tfrecord-shards must be 0 (none) or more (got {shards})")
     tf = None
-    if args.tfrecord_shards:
+    if shards:
         # Asked before any image is written: TensorFlow is on the nodes' environment, not the control host's.
         try:
             import tensorflow as tf  # noqa: PLC0415 - writing TFRecords needs TensorFlow
         except ImportError as exc:
             raise ValueError(f"--tfrecord-shards needs TensorFlow, which this Python cannot import ({exc}); "
                              "run it in the nodes' environment (/opt/hpcml/venv)") from exc
-    directory = dataset.generate(Path(args.directory), dataset.Spec(args.images, args.image_size, args.seed))
-    print(f"{directory}: {args.images} images of {args.image_size}px with {dataset.LABELS_CSV}")
+    directory = dataset.generate(Path(args.directory), spec)
+    print(f"{directory}: {spec.images} images of {spec.image_size}px with {dataset.LABELS_CSV}")
     if tf is not None:
         from benchrunner.frameworks.tensorflow_horovod import data  # noqa: PLC0415 - TensorFlow's own format
 
-        shards = data.write_tfrecords(tf, directory, args.tfrecord_shards)
-        print(f"{directory / dataset.TFRECORD_DIR}: {len(shards)} TFRecord shards")
+        written = data.write_tfrecords(tf, directory, shards)
+        print(f"{directory / dataset.TFRECORD_DIR}: {len(written)} TFRecord shards")
     return 0
 
 
@@ -568,12 +601,21 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(how horovodrun starts ranks)")
     p.set_defaults(func=cmd_rank, rank_program=True)
 
-    p = _command(sub, "dataset", help="write a small ChestX-ray14-style dataset (PNGs + labels CSV)")
-    p.add_argument("directory")
-    p.add_argument("--images", type=int, default=dataset.Spec.images)
-    p.add_argument("--image-size", type=int, default=dataset.Spec.image_size)
-    p.add_argument("--seed", type=int, default=dataset.Spec.seed)
-    p.add_argument("--tfrecord-shards", type=int, default=0, help="also write this many TFRecord shards (needs TensorFlow)")
+    p = _command(sub, "dataset", help="write a small ChestX-ray14-style dataset (PNGs + labels CSV), or a token "
+                                      "folder from text files (--tokens)")
+    group = p.add_argument_group("image dataset (for --data images or tfrecord)")
+    group.add_argument("directory", nargs="?", help="the dataset's folder")
+    group.add_argument("--images", type=int, help=f"default: {dataset.Spec.images}")
+    group.add_argument("--image-size", type=int, help=f"default: {dataset.Spec.image_size}")
+    group.add_argument("--seed", type=int, help=f"default: {dataset.Spec.seed}")
+    group.add_argument("--tfrecord-shards", type=int, help="also write this many TFRecord shards (needs TensorFlow)")
+    group = p.add_argument_group("token folder (for --data tokens)")
+    group.add_argument("--tokens", metavar="DIR", help=f"the folder to write {tokens.BIN} (token ids, as nanoGPT's "
+                                                       f"train.bin) and {tokens.MANIFEST} into")
+    group.add_argument("--text", nargs="+", metavar="FILE", help="UTF-8 text files, tokenised in this order")
+    group.add_argument("--tokenizer", help=f"{tokens.BYTES} (one id per UTF-8 byte, vocabulary "
+                                           f"{tokens.BYTES_END_OF_TEXT + 1}) or {tokens.TIKTOKEN}ENCODING where tiktoken "
+                                           f"is installed; default: {tokens.BYTES}")
     p.set_defaults(func=cmd_dataset)
 
     p = _command(sub, "launch", help="start a job on the cluster with one of the launchers (or print it: --dry-run)")

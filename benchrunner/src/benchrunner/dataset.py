@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchrunner import results
+from benchrunner import results, tokens
 
 if TYPE_CHECKING:
     from benchrunner.workload import Workload
@@ -122,18 +122,25 @@ def read_labels(directory: Path) -> list[tuple[str, list[float]]]:
     return entries
 
 
-def dataset_problem(workload: Workload, ranks: int) -> str | None:
+def dataset_problem(workload: Workload, ranks: int, vocab_size: int | None = None) -> str | None:
     """Why the workload's dataset cannot feed this many ranks as its data mode reads it (images: the labels CSV and
-    every PNG it lists; tfrecord: a shard per rank), or None. Asked on the launching host before a job is written or
-    started: the ranks would otherwise each fail on their own, after the launch."""
+    every PNG it lists; tfrecord: a shard per rank; tokens: a token folder whose ids fit the model's vocabulary,
+    `vocab_size`, holding a window of sequence_length + 1 tokens), or None. Asked on the launching host before a job
+    is written or started: the ranks would otherwise each fail on their own, after the launch."""
     if workload.data == "synthetic":
         return None
     directory = Path(workload.data_dir or ".")
-    make = f"benchrunner dataset {directory}" + (f" --tfrecord-shards {ranks}" if workload.data == "tfrecord" else "")
+    make = (f"benchrunner dataset --tokens {directory} --text FILE [FILE ...]" if workload.data == "tokens" else
+            f"benchrunner dataset {directory}" + (f" --tfrecord-shards {ranks}" if workload.data == "tfrecord" else ""))
     if not directory.is_dir():
         return (f"data_dir {directory} {'is not a folder' if directory.exists() else 'does not exist'} on "
                 f"{socket.gethostname()}, the launching host, which must see the dataset at the nodes' path: make "
                 f"it with `{make}`, or leave data_dir out for the benchmark play to make it")
+    if workload.data == "tokens":
+        if vocab_size is None:
+            return f"the vocabulary of {workload.model} was not given to the check of its token folder {directory}"
+        found = tokens.problem(directory, workload.sequence_length, vocab_size)
+        return found and f"{found}; `{make}` makes a token folder"
     if workload.data == "tfrecord":
         shards = len(list((directory / TFRECORD_DIR).glob("*.tfrecord")))
         return None if shards >= ranks else (

@@ -6,10 +6,12 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import jsonschema
 from referencing import Registry, Resource
@@ -102,13 +104,15 @@ def validate(kind: str, document: dict[str, Any], source: str = "document") -> N
 STDOUT_ENV = "BENCHRUNNER_RESULTS_TO_STDOUT"
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write through a temporary file in the same folder and rename it, so readers never see half a file."""
+@contextmanager
+def atomic(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """A binary file written through a temporary one in the same folder, renamed to `path` only when the block ends
+    without an error, so readers never see half a file (a large one can be written in pieces)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -116,6 +120,12 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write text (UTF-8) through a temporary file in the same folder and rename it, so readers never see half a file."""
+    with atomic(path, mode) as handle:
+        handle.write(text.encode())
 
 
 def _no_constant(name: str) -> None:

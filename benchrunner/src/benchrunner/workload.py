@@ -48,7 +48,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 class Workload:
     model: str = "small_cnn"
     # synthetic: random tensors made once on the device; images: a ChestX-ray14-style folder
-    # (PNG files and a labels CSV); tfrecord: TFRecord shards of the same.
+    # (PNG files and a labels CSV); tfrecord: TFRecord shards of the same; tokens: a token folder (benchrunner.tokens).
     data: str = "synthetic"
     data_dir: str | None = None
     # Samples per rank per micro-batch: images, or sequences of sequence_length tokens.
@@ -378,7 +378,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     option("framework", "what trains: its own settings below are refused for the other", choices=frameworks.names())
     option("model", f"one of {', '.join(models.names())} ('benchrunner models' lists them)")
-    option("data", "synthetic tensors, or a dataset made by 'benchrunner dataset' (images or tfrecord)",
+    option("data", "synthetic tensors, or a dataset made by 'benchrunner dataset' (images or tfrecord; tokens: --tokens)",
            choices=DATA_MODES)
     option("data_dir", "the dataset folder, the same path on every node")
     option("batch_size", "samples (images, or sequences) per rank per micro-batch", type=int)

@@ -12,7 +12,7 @@ import pytest
 
 from benchrunner import cli, models, report, results, summary
 from benchrunner.workload import Workload
-from documents import as_v2, as_v2_summary, rank_document, text_rank_document, write_json
+from documents import H100_SXM, as_v2, as_v2_summary, rank_document, text_rank_document, write_json
 
 PROJECT = Path(__file__).resolve().parents[2]
 # Where recorded results are kept: every rank result or summary under them at v2 is checked below, so a fixture added
@@ -117,7 +117,7 @@ def test_a_v3_rank_result_round_trips(tmp_path, build):
 
 
 def test_a_v3_summary_round_trips(run_dir):
-    directory = run_dir(text_rank_document(0, peak_tflops=989.4), text_rank_document(1, peak_tflops=989.4))
+    directory = run_dir(text_rank_document(0, product=H100_SXM), text_rank_document(1, product=H100_SXM))
     written = summary.write(directory, plots=False)
     assert results.load(results.SUMMARY, directory / summary.SUMMARY_JSON) == written
 

@@ -84,17 +84,17 @@ TEXT_MODEL = {"non_embedding_parameters": 3_000_000, "layers": 4, "heads": 4, "h
 H100_SXM = "NVIDIA H100 80GB HBM3"
 
 
-def text_rank_document(rank: int = 0, size: int = 2, *, sequence_length: int = 64, product: str | None = None,
-                       probe_tflops: float | None = 0.5, **kwargs: Any) -> dict[str, Any]:
+def text_rank_document(rank: int = 0, size: int = 2, *, sequence_length: int = 64, accumulation: int = 1,
+                       product: str | None = None, probe_tflops: float | None = 0.5, **kwargs: Any) -> dict[str, Any]:
     """A rank of a decoder trained by pytorch-ddp: tokens per second, its FLOPs and utilization as benchrunner.mfu
     makes them, on a GPU of this product name (bf16) or, with None, a CPU (fp32, no peak); probe_tflops None: no
     probe run."""
     document = rank_document(rank, size, framework="pytorch-ddp", **kwargs)
     workload = {key: value for key, value in document["workload"].items() if key not in ("image_size", "num_classes")}
-    workload |= {"model": "llama-tiny", "sequence_length": sequence_length, "gradient_accumulation_steps": 1,
+    workload |= {"model": "llama-tiny", "sequence_length": sequence_length, "gradient_accumulation_steps": accumulation,
                  "optimizer": "adamw", "weight_decay": 0.1, "precision": "mixed_bfloat16" if product else "fp32"}
     step_times = document["step_times_s"]
-    tokens_per_sec = workload["batch_size"] * sequence_length * len(step_times) / sum(step_times)
+    tokens_per_sec = workload["batch_size"] * accumulation * sequence_length * len(step_times) / sum(step_times)
     flops = mfu.flops_per_token(**TEXT_MODEL, sequence_length=sequence_length)
     precision = mfu.peak_precision(workload["precision"], tf32=False)
     probe = probe_tflops and {"tflops": probe_tflops, "size": 1024, "dtype": precision, "repeats": 10, "seconds": 0.4,

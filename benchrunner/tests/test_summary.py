@@ -414,6 +414,18 @@ def test_a_text_run_is_summarised_in_tokens_with_its_utilization(run_dir):
             f"probe {100 * sum(against_probe) / 2:.3g}%") in page
     assert "peak memory: 101.0 MiB (rank 1, ru_maxrss)" in page
     assert "| rank | host | tokens/s |" in page and "llama-tiny, synthetic data, batch 32/rank, seq64" in page
+    assert "training: AdamW, beta_1 0.9, weight decay 0.1, learning rate 0.01 x ranks" in page
+
+
+def test_the_run_page_names_gradient_accumulation(run_dir):
+    # Four micro-batches a step take four times as long: the probe's 0.5 TFLOP/s bounds what the model reaches.
+    ranks = [text_rank_document(rank, accumulation=4, step_times=[0.4] * 4) for rank in (0, 1)]
+    directory = run_dir(*ranks)
+    document = summary.write(directory, plots=False)
+    assert "llama-tiny, synthetic data, batch 32/rank x 4 micro-batches per step, seq64" in (
+        directory / "report.md").read_text()
+    # Each step's tokens: 32 sequences x 4 micro-batches x 64 tokens, over the batch's mean step time.
+    assert document["throughput"]["total_batch_means"]["mean"] == pytest.approx(2 * 32 * 4 * 64 / 0.4)
 
 
 def test_a_cpu_text_run_has_mfu_against_its_probe_only_and_says_why(run_dir):

@@ -399,6 +399,8 @@ def training_line(workload: dict[str, Any]) -> str:
     """The optimizer and learning-rate schedule, from a workload record (older ones completed)."""
     w = workload_module.complete_record(workload)
     optimizer = f"SGD, momentum {w['momentum']:g}" if w["optimizer"] == "sgd" else f"Adam, beta_1 {w['momentum']:g}"
+    if w["optimizer"] == "adamw":
+        optimizer = f"AdamW, beta_1 {w['momentum']:g}, weight decay {w['weight_decay']:g}"
     scaling = " x ranks" if w["lr_scaling"] == "linear" else " (not scaled by ranks)"
     warmup = f", {w['lr_warmup_steps']} steps' warmup" if w["lr_warmup_steps"] else ""
     preset = f" (preset {w['preset']})" if w["preset"] else ""
@@ -519,7 +521,9 @@ def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
         f"not recorded (summarized {report.day(summary['created_at'])})")
     return [
         f"run date: {date}",
-        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {report.input_shape(w)}, {w['precision']}"
+        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank"
+        + (f" x {w['gradient_accumulation_steps']} micro-batches per step" if w["gradient_accumulation_steps"] > 1 else "")
+        + f", {report.input_shape(w)}, {w['precision']}"
         + "".join(f", {part}" for part in framework.model_settings(w))
         + ("" if w["framework"] == frameworks.DEFAULT else f" ({w['framework']})"),
         f"stack {summary['stack']}, launcher {summary['launcher']}, network {summary['network']}, "

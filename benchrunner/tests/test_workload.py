@@ -228,7 +228,8 @@ def test_autotune_or_a_number_on_the_command_line():
 
 
 def test_records_made_before_a_setting_existed_read_as_benchrunner_then_ran():
-    schema = results.schema(results.RANK_RESULT)["$defs"]["workload"]
+    # v2: the version whose results were written before these settings were recorded.
+    schema = results.schema(results.RANK_RESULT, 2)["$defs"]["workload"]
     before = {**workload_module.BEFORE_RECORDED, **frameworks.get(frameworks.DEFAULT).BEFORE_RECORDED}
     # Exactly the settings older v2 results may lack, each with what benchrunner did before it; the others a
     # result may lack are the settings of a framework it did not train with.

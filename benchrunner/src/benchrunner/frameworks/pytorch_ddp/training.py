@@ -77,7 +77,7 @@ def run(workload: Workload, settings: Settings, context: RunContext) -> dict[str
     finished_at = time.time()
     document = {
         "kind": results.RANK_RESULT,
-        "schema_version": results.SCHEMA_VERSION,
+        "schema_version": results.version_of(results.RANK_RESULT),
         "framework": NAME,
         "run_id": context.run_id,
         "rank": placement.rank,
@@ -86,7 +86,7 @@ def run(workload: Workload, settings: Settings, context: RunContext) -> dict[str
         "local_size": placement.local_world_size,
         "host": socket.gethostname(),
         "workload": workload.record(),
-        "model": {"name": workload.model, "parameters": parameters, "source": source},
+        "model": {"name": workload.model, "parameters": parameters, "source": source, "kind": workload.kind},
         **measurements(workload, measured, context, finished_at),
         "device": {
             "asked_gpu": distributed.asked_gpu(os.environ),

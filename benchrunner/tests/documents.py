@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchrunner import results, stats
+from benchrunner import mfu, results, stats
 from benchrunner.workload import Workload
 
 
@@ -80,37 +80,32 @@ def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: 
 
 
 # A decoder's shape for FLOPs per token (6 x N + 12 x L x H x Q x T): non-embedding parameters, layers, heads, head_dim.
-TEXT_MODEL = {"N": 3_000_000, "L": 4, "H": 4, "Q": 32}
-# What a CPU has in benchrunner/peaks.py: nothing, so the GEMM probe is its only reference.
-CPU_PEAK_MISSING = "no peak for a CPU: benchrunner/peaks.py lists GPUs only"
+TEXT_MODEL = {"non_embedding_parameters": 3_000_000, "layers": 4, "heads": 4, "head_dim": 32}
+H100_SXM = "NVIDIA H100 80GB HBM3"
 
 
-def text_rank_document(rank: int = 0, size: int = 2, *, sequence_length: int = 64, peak_tflops: float | None = None,
-                       probe_tflops: float | None = 0.5, **kwargs: Any) -> dict[str, Any]:
-    """A rank of a decoder trained by pytorch-ddp: tokens per second, its FLOPs and utilization; against a GPU's
-    peak where peak_tflops is given (an H100 SXM's), else a CPU's (no peak); probe_tflops None: no probe run."""
+def text_rank_document(rank: int = 0, size: int = 2, *, sequence_length: int = 64, accumulation: int = 1,
+                       product: str | None = None, probe_tflops: float | None = 0.5, **kwargs: Any) -> dict[str, Any]:
+    """A rank of a decoder trained by pytorch-ddp: tokens per second, its FLOPs and utilization as benchrunner.mfu
+    makes them, on a GPU of this product name (bf16) or, with None, a CPU (fp32, no peak); probe_tflops None: no
+    probe run."""
     document = rank_document(rank, size, framework="pytorch-ddp", **kwargs)
     workload = {key: value for key, value in document["workload"].items() if key not in ("image_size", "num_classes")}
-    workload |= {"model": "llama-tiny", "sequence_length": sequence_length, "gradient_accumulation_steps": 1,
-                 "optimizer": "adamw", "weight_decay": 0.1}
+    workload |= {"model": "llama-tiny", "sequence_length": sequence_length, "gradient_accumulation_steps": accumulation,
+                 "optimizer": "adamw", "weight_decay": 0.1, "precision": "mixed_bfloat16" if product else "fp32"}
     step_times = document["step_times_s"]
-    tokens_per_sec = workload["batch_size"] * sequence_length * len(step_times) / sum(step_times)
-    terms = {**TEXT_MODEL, "T": sequence_length}
-    per_unit = 6 * terms["N"] + 12 * terms["L"] * terms["H"] * terms["Q"] * terms["T"]
-    tflops = per_unit * tokens_per_sec / 1e12
-    peak = peak_tflops and {"tflops": peak_tflops, "product": "NVIDIA H100 80GB HBM3", "form": "SXM",
-                            "source": "NVIDIA H100 Tensor Core GPU datasheet"}
-    probe = probe_tflops and {"tflops": probe_tflops, "size": 1024, "dtype": "float32", "repeats": 10, "seconds": 0.4,
-                              "device": "cpu"}
+    tokens_per_sec = workload["batch_size"] * accumulation * sequence_length * len(step_times) / sum(step_times)
+    flops = mfu.flops_per_token(**TEXT_MODEL, sequence_length=sequence_length)
+    precision = mfu.peak_precision(workload["precision"], tf32=False)
+    probe = probe_tflops and {"tflops": probe_tflops, "size": 1024, "dtype": precision, "repeats": 10, "seconds": 0.4,
+                              "device": product or "cpu"}
     provenance = {key: value for key, value in document["provenance"].items() if key not in ("tensorflow", "horovod")}
     return {**document, "workload": workload, "framework": "pytorch-ddp",
             "model": {"name": "llama-tiny", "parameters": 4_000_000, "source": "benchrunner", "kind": "text"},
             "metrics": {**document["metrics"], "samples_per_sec": tokens_per_sec, "unit": "tokens"},
-            "flops": {"per_unit": float(per_unit), "formula": "6*N + 12*L*H*Q*T", "terms": terms},
-            "utilization": {"model_tflops_per_device": tflops, "precision": "bf16" if peak else "fp32", "peak": peak,
-                            "peak_missing": None if peak else CPU_PEAK_MISSING,
-                            "mfu": tflops / peak_tflops if peak_tflops else None, "probe": probe,
-                            "mfu_vs_probe": tflops / probe_tflops if probe_tflops else None},
+            "flops": flops,
+            "utilization": mfu.utilization(flops["per_unit"], tokens_per_sec, product, workload["precision"], False,
+                                           probe),
             "provenance": {**provenance, "torch": {"version": "2.13.0", "cuda": None, "cudnn": None, "nccl": None,
                                                    "backend": "gloo"}}}
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchrunner import campaign, cli, job_document, kubernetes, playbooks, results, summary
+from benchrunner import campaign, cli, job_document, kubernetes, launchers, playbooks, results, summary
 from documents import rank_document
 
 LAB = {
@@ -258,6 +258,22 @@ def test_frameworks_and_a_stacks_launchers_are_axes(campaign_file):
     torch_run = next(r for r in campaign.plan(document) if r.point.get("framework") == "pytorch-ddp")
     assert campaign.job_request(torch_run, document)["framework"] == "pytorch-ddp"
     assert "pytorch-ddp" in torch_run.run_id
+
+
+def test_torchrun_under_slurm_is_one_of_the_slurm_stacks_launchers(campaign_file):
+    document = campaign.load(campaign_file({**LAB, "stacks": ["slurm"], "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
+                                            "launchers": {"slurm": ["srun", "torchrun"]}}))
+    training = [p for p in campaign.points(document) if p["program"] == "train"]
+    placed = sorted({(p["stack"], p.get("framework", "tensorflow-horovod"), p["launcher"]) for p in training})
+    # torchrun starts PyTorch's ranks only, under Slurm as on bare metal.
+    assert placed == [("slurm", "pytorch-ddp", "srun"), ("slurm", "pytorch-ddp", "torchrun"),
+                      ("slurm", "tensorflow-horovod", "srun")]
+    torch_runs = [r for r in campaign.plan(document) if r.point["launcher"] == "torchrun"]
+    assert torch_runs and all("torchrun" in r.run_id for r in torch_runs)
+    # Each resolves to a job torchrun starts in a batch job, leaving its script with the results.
+    resolved = job_document.resolve(campaign.full_request(torch_runs[0], document), torch_runs[0].run_id)
+    assert (resolved["stack"], resolved["launcher"], resolved["framework"]) == ("slurm", "torchrun", "pytorch-ddp")
+    assert launchers.on_stack("torchrun", "slurm").leaves == ("job.sbatch",)
 
 
 def test_a_campaign_keeps_its_run_ids_when_it_names_the_default_framework(campaign_file):

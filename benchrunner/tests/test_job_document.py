@@ -210,6 +210,10 @@ def test_the_play_gets_the_job_its_hosts_by_inventory_name_and_the_files_the_lau
     assert placed["leaves"] == ["hostfile"] and placed["job"] == job_document.resolve(request(ranks=2))
     srun = job_document.placement({**asked, "stack": "slurm", "launcher": "srun"}, inventory)
     assert srun["leaves"] == ["job.sbatch"]
+    # torchrun leaves its batch script under Slurm, nothing on bare metal (its agents start over SSH).
+    under_slurm = {**asked, "launcher": "torchrun", "framework": "pytorch-ddp"}
+    assert job_document.placement({**under_slurm, "stack": "slurm"}, inventory)["leaves"] == ["job.sbatch"]
+    assert job_document.placement(under_slurm, inventory)["leaves"] == []
     with pytest.raises(ValueError, match="4 ranks at 1 per node need 4 hosts, 3 given"):
         job_document.placement({**asked, "ranks": 4}, inventory)
     with pytest.raises(ValueError, match="hosts n9 are none of the inventory's candidates"):
@@ -292,8 +296,8 @@ def test_the_framework_is_the_jobs_own_key_and_recorded():
     ({"workload": {"channels_last": True}},
      "workload setting channels_last belongs to pytorch-ddp and pytorch-fsdp, not to this job's framework tensorflow-horovod"),
     ({"launcher": "torchrun"}, "launcher torchrun does not start tensorflow-horovod ranks"),
-    ({"launcher": "torchrun", "framework": "pytorch-ddp", "stack": "slurm"},
-     "launcher torchrun does not run on stack slurm"),
+    ({"launcher": "torchrun", "framework": "pytorch-ddp", "stack": "k8s"},
+     "launcher torchrun does not run on stack k8s"),
 ])
 def test_a_job_whose_framework_does_not_fit_is_refused_naming_the_key(changes, message):
     with pytest.raises(ValueError, match=message):

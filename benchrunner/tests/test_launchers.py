@@ -1,6 +1,9 @@
 import os
 import re
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -348,3 +351,106 @@ def test_an_mpijob_tells_pytorch_ranks_worker_0s_name():
     manifest = k8s_launcher.mpijob_manifest(job_, image="benchrunner:test")
     env = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "MASTER_ADDR", "value": f"{name}-worker-0.{name}"} in env
+
+
+def torchrun_under_slurm(**changes) -> launchers.Job:
+    return torch_job(**{"stack": "slurm", "ranks": 4, "gpus_per_node": 2, "hosts": (), **changes})
+
+
+def test_torchrun_under_slurm_starts_one_agent_per_node_through_srun():
+    script = torchrun.script(torchrun_under_slurm(), LIMITS, partition="gpu")
+    # The allocation holds one Slurm task per node, each node's GPUs for its agent's ranks.
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=2",
+                 "#SBATCH --partition=gpu", "#SBATCH --exclusive", "export NCCL_DEBUG=INFO", "export BENCHRUNNER_GPU=1"):
+        assert line + "\n" in script
+    assert "--nodelist" not in script and "MASTER_ADDR" not in script
+    command = srun_command(script)
+    at = command.index("/opt/hpcml/venv/bin/torchrun")
+    assert command[:at] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    agent = command[at:]
+    assert agent[:8] == ["/opt/hpcml/venv/bin/torchrun", "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                         "--rdzv-endpoint=${BENCHRUNNER_RDZV_HOST}:29400", "--rdzv-id=camp.train-resnet50.r1",
+                         "--max-restarts=0", "--no-python"]
+    ranks = parsed(agent)
+    assert (ranks.framework, ranks.launcher, ranks.stack, ranks.channels_last) == (
+        "pytorch-ddp", "torchrun", "slurm", True)
+    # Watched on the batch host like srun's, for every rank torchrun starts.
+    watched = shlex.split(script.strip().splitlines()[-1])
+    assert watched[:watched.index("--")] == [
+        "/opt/hpcml/venv/bin/benchrunner", "watch", "--run-id", "camp.train-resnet50.r1", "--run-dir",
+        "/var/lib/hpcml/results/r1", "--ranks", "4", "--timeout", "3600", "--stall-timeout", "300"]
+    assert f"export {rank_env.LAUNCHED_AT_ENV}=$(date +%s.%N)\n" in script and "#SBATCH --time=61\n" in script
+
+
+def test_torchrun_under_slurm_meets_at_the_allocations_first_node(tmp_path):
+    # The script as bash runs it, with stand-ins: scontrol lists the allocation's nodes (sorted, as Slurm does, not as
+    # the job named them), the watchdog runs the command after its options, and srun prints it, one word a line.
+    for name in ("scontrol", "srun"):
+        stub(tmp_path, name, 'printf "%s\\n" node07 node08\n' if name == "scontrol" else 'printf "%s\\n" srun "$@"\n')
+    stub(tmp_path, "benchrunner", 'shift 12; exec "$@"\n')
+    script = torchrun.script(torchrun_under_slurm(benchrunner=str(tmp_path / "benchrunner"), hosts=("node08", "node07")),
+                             LIMITS)
+    assert "#SBATCH --nodelist=node08,node07\n" in script
+    ran = subprocess.run(["bash", "-c", script], env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}",
+                                                      "SLURM_JOB_NODELIST": "node[07-08]"},
+                         capture_output=True, text=True, check=True)
+    words = ran.stdout.splitlines()
+    assert words[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    assert "--rdzv-endpoint=node07:29400" in words
+
+
+def test_torchrun_under_slurm_runs_as_many_ranks_on_every_node():
+    with pytest.raises(ValueError, match="torchrun under Slurm starts the same number of ranks on every node: 3 ranks "
+                                         "at 2 per node would leave 1 of the last node's slots empty"):
+        torchrun.script(torchrun_under_slurm(ranks=3), LIMITS)
+    # Fewer ranks than one node's slots: one node, all of them.
+    assert "--nproc-per-node=1" in srun_command(torchrun.script(torchrun_under_slurm(ranks=1), LIMITS))
+
+
+def test_torchrun_under_slurm_is_started_with_the_jobs_limits(tmp_path, capsys):
+    the_job = torchrun_under_slurm()
+    with pytest.raises(ValueError, match="torchrun under Slurm is watched inside its batch job"):
+        torchrun.start(the_job, launchers.Options(dry_run=True))
+    # execute hands it the limits, and the launching node does not watch it (the ranks' output is not here).
+    assert launchers.execute(the_job, launchers.Options(dry_run=True, partition="gpu"), LIMITS) == 0
+    assert capsys.readouterr().out == torchrun.script(the_job, LIMITS, partition="gpu")
+
+
+def test_launch_dry_run_prints_torchruns_batch_script_under_slurm(capsys):
+    assert cli.main(["launch", "--dry-run", "--launcher", "torchrun", "--stack", "slurm", "--framework", "pytorch-ddp",
+                     "--run-id", "r", "--results-dir", "/tmp", "--ranks", "2", "--benchrunner",
+                     "/opt/hpcml/venv/bin/benchrunner", "--measured-steps", "4"]) == 0
+    script = capsys.readouterr().out
+    assert script.startswith("#!/bin/bash\n") and "#SBATCH --nodes=2\n" in script
+    command = srun_command(script)
+    assert command[:3] == ["srun", "--nodes=2", "--ntasks-per-node=1"] and "--nproc-per-node=1" in command
+    assert parsed(command).measured_steps == 4 and parsed(command).launcher == "torchrun"
+
+
+def test_torchruns_ranks_under_slurm_pass_the_launcher_check():
+    # What a rank finds: torchrun's variables, and those of srun's task its agent is (one task per node).
+    environ = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "SLURM_PROCID": "1",
+               "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_NTASKS_PER_NODE": "1"}
+    source = rank_env.variables_source(environ)
+    assert source == "torchrun"
+    assert launchers.launcher_problem(source, "torchrun", "pytorch-ddp") is None
+    # It beats as torchrun's rank 3, not as Slurm's task 1.
+    assert watchdog.rank_of(environ) == 3
+    # srun's ranks find only Slurm's; a rank recording torchrun that found them was not started by torchrun.
+    slurm_only = {k: v for k, v in environ.items() if k.startswith("SLURM_")}
+    assert "found slurm's variables" in launchers.launcher_problem(rank_env.variables_source(slurm_only), "torchrun",
+                                                                   "pytorch-ddp")
+
+
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+BEATING_RANK = "from benchrunner import watchdog\nwith watchdog.beating(True):\n    watchdog.advance()\n"
+
+
+def test_torchrun_passes_its_ranks_beats_on_to_its_own_output():
+    # torchrun's workers inherit its stdout unless --redirects or --tee is given, so the watchdog around srun (or over
+    # the agents on bare metal) reads every rank's beats in its output.
+    ran = subprocess.run([TORCHRUN, "--standalone", "--nnodes=1", "--nproc-per-node=2", "--max-restarts=0",
+                          "--no-python", sys.executable, "-c", BEATING_RANK], capture_output=True, text=True,
+                         timeout=120, check=True)
+    beats = [beat for beat in map(watchdog.parse, ran.stdout.splitlines()) if beat]
+    assert {(beat.rank, beat.progress, beat.done) for beat in beats if beat.done} == {(0, 1, True), (1, 1, True)}

@@ -36,6 +36,12 @@ def test_mpirun_inside_a_slurm_allocation_is_placed_by_open_mpi():
     assert rank_environment({**OPENMPI, **TORCHRUN}).source == "torchrun"
 
 
+def test_torchrun_under_srun_places_its_ranks_not_the_agents_task():
+    # Each agent is one srun task per node (SLURM_PROCID the node's, SLURM_NTASKS the nodes'); its ranks inherit them.
+    agent_task = {**SLURM, "SLURM_PROCID": "1", "SLURM_NTASKS": "4", "SLURM_NTASKS_PER_NODE": "1"}
+    assert rank_environment({**agent_task, **TORCHRUN}) == Placement(3, 8, 1, 2, "torchrun")
+
+
 @pytest.mark.parametrize(("environ", "named"), [
     ({"RANK": "0", "WORLD_SIZE": "2"}, "LOCAL_RANK, LOCAL_WORLD_SIZE"),
     ({"WORLD_SIZE": "2"}, "RANK"),

@@ -7,10 +7,12 @@ import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 
-from benchrunner import cli, report, results, summary
-from documents import as_v2, as_v2_summary, rank_document, text_rank_document, write_json
+from benchrunner import cli, models, report, results, summary
+from benchrunner.workload import Workload
+from documents import H100_SXM, as_v2, as_v2_summary, rank_document, text_rank_document, write_json
 
 PROJECT = Path(__file__).resolve().parents[2]
 # Where recorded results are kept: every rank result or summary under them at v2 is checked below, so a fixture added
@@ -72,8 +74,9 @@ def test_every_recorded_v2_run_summarises_and_reports(tmp_path, run):
     assert written["throughput"]["total_per_sec"] == pytest.approx(sum(r["metrics"]["images_per_sec"] for r in on_disk))
     assert written["throughput"]["per_device_per_sec"] == pytest.approx(written["throughput"]["total_per_sec"]
                                                                         / len(on_disk))
-    # v2 ranks measured neither utilization nor memory, and the page says so rather than showing a figure.
-    assert written["utilization"] is None and "recorded no utilization" in written["utilization_missing"]
+    # v2 ranks trained image models, which have no FLOPs count, and measured no memory: the page says so rather than
+    # showing a figure.
+    assert written["utilization"] is None and written["utilization_missing"].endswith(summary.NO_FLOPS)
     assert written["memory"]["peak_bytes"] is None and "recorded no peak memory" in written["memory"]["missing"]
     page = (copy / "report.md").read_text()
     assert f"throughput: {written['throughput']['total_per_sec']:.1f} images/s" in page
@@ -114,7 +117,7 @@ def test_a_v3_rank_result_round_trips(tmp_path, build):
 
 
 def test_a_v3_summary_round_trips(run_dir):
-    directory = run_dir(text_rank_document(0, peak_tflops=989.4), text_rank_document(1, peak_tflops=989.4))
+    directory = run_dir(text_rank_document(0, product=H100_SXM), text_rank_document(1, product=H100_SXM))
     written = summary.write(directory, plots=False)
     assert results.load(results.SUMMARY, directory / summary.SUMMARY_JSON) == written
 
@@ -155,3 +158,16 @@ def test_compare_puts_a_v2_run_beside_a_v3_run(run_dir, tmp_path, capsys):
     summary.write(new, plots=False)
     assert cli.main(["compare", str(old), str(new), "--results-dir", str(old.parent), "-o", str(tmp_path / "cmp")]) == 0
     assert "| small_cnn synthetic b32 32px | new / old | 2 | 1.250 |" in capsys.readouterr().out
+
+
+def test_v3_records_every_framework_and_model_the_catalogue_has():
+    schema = results.schema(results.RANK_RESULT, 3)
+    workload = jsonschema.Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/workload"},
+                                               registry=results._registry())
+    for model in models.names():
+        spec = models.get(model)
+        assert spec.kind in schema["$defs"]["kind"]["enum"] and models.unit(model) in schema["$defs"]["unit"]["enum"]
+        for framework in models.frameworks_for(model):
+            assert framework in schema["$defs"]["framework"]["enum"]
+            record = Workload.from_mapping({"model": model, "framework": framework}).record()
+            assert not list(workload.iter_errors(record)), (model, framework)

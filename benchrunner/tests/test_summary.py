@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from benchrunner import cli, job_document, results, summary
+from benchrunner import cli, job_document, peaks, results, summary
 from benchrunner import workload as workload_module
-from documents import CPU_PEAK_MISSING, allreduce_document, as_v2, rank_document, text_rank_document
+from documents import H100_SXM, allreduce_document, as_v2, rank_document, text_rank_document
 
 
 def checks_by_name(document):
@@ -372,12 +372,13 @@ def test_a_sweep_summarized_without_its_plot_gets_it_drawn_later(tmp_path):
     assert not summary.draw_plots(tmp_path / "sweep")
 
 
-H100_BF16_DENSE = 989.4  # TFLOP/s, what text_rank_document's peak stands for (NVIDIA H100 SXM datasheet)
+# What benchrunner.peaks says of a CPU: the reason each of its ranks has no MFU against a peak.
+CPU_PEAK_MISSING = peaks.lookup(None, "fp32")[1]
 
 
 def test_a_text_run_is_summarised_in_tokens_with_its_utilization(run_dir):
-    ranks = [text_rank_document(0, peak_tflops=H100_BF16_DENSE, step_times=[0.10, 0.11, 0.10, 0.12] * 3),
-             text_rank_document(1, peak_tflops=H100_BF16_DENSE, step_times=[0.10] * 12)]
+    ranks = [text_rank_document(0, product=H100_SXM, step_times=[0.10, 0.11, 0.10, 0.12] * 3),
+             text_rank_document(1, product=H100_SXM, step_times=[0.10] * 12)]
     directory = run_dir(*ranks)
     document = summary.write(directory, plots=False)
     figures = document["throughput"]
@@ -402,15 +403,29 @@ def test_a_text_run_is_summarised_in_tokens_with_its_utilization(run_dir):
     assert document["memory"] == {"peak_bytes": 101 * 1024 ** 2, "rank": 1, "sources": ["ru_maxrss"], "missing": None}
     page = (directory / "report.md").read_text()
     tflops = [r["utilization"]["model_tflops_per_device"] for r in ranks]
+    peak = peaks.PEAKS[H100_SXM]
+    peak = {"tflops": peak.tflops("bf16"), "source": peak.source}
     assert (f"throughput: {sum(rates):.1f} tokens/s (total over ranks)" in page
             and f"; {sum(rates) / 2:.1f} tokens/s per device (95% CI " in page)
     assert (f"utilization (bf16): model {sum(tflops) / 2:.3g} TFLOP/s (ranks {min(tflops):.3g} TFLOP/s - "
             f"{max(tflops):.3g} TFLOP/s) per device; MFU {100 * sum(mfus) / 2:.3g}% (ranks {100 * min(mfus):.3g}% - "
             f"{100 * max(mfus):.3g}%) of the "
-            "NVIDIA H100 80GB HBM3 SXM dense bf16 peak 989.4 TFLOP/s (NVIDIA H100 Tensor Core GPU datasheet); MFU vs "
+            f"NVIDIA H100 80GB HBM3 SXM dense bf16 peak {peak['tflops']:g} TFLOP/s ({peak['source']}); MFU vs "
             f"probe {100 * sum(against_probe) / 2:.3g}%") in page
     assert "peak memory: 101.0 MiB (rank 1, ru_maxrss)" in page
     assert "| rank | host | tokens/s |" in page and "llama-tiny, synthetic data, batch 32/rank, seq64" in page
+    assert "training: AdamW, beta_1 0.9, weight decay 0.1, learning rate 0.01 x ranks" in page
+
+
+def test_the_run_page_names_gradient_accumulation(run_dir):
+    # Four micro-batches a step take four times as long: the probe's 0.5 TFLOP/s bounds what the model reaches.
+    ranks = [text_rank_document(rank, accumulation=4, step_times=[0.4] * 4) for rank in (0, 1)]
+    directory = run_dir(*ranks)
+    document = summary.write(directory, plots=False)
+    assert "llama-tiny, synthetic data, batch 32/rank x 4 micro-batches per step, seq64" in (
+        directory / "report.md").read_text()
+    # Each step's tokens: 32 sequences x 4 micro-batches x 64 tokens, over the batch's mean step time.
+    assert document["throughput"]["total_batch_means"]["mean"] == pytest.approx(2 * 32 * 4 * 64 / 0.4)
 
 
 def test_a_cpu_text_run_has_mfu_against_its_probe_only_and_says_why(run_dir):
@@ -444,3 +459,24 @@ def test_ranks_counting_different_units_are_refused(run_dir, make_rank):
                                                   r"rank 1: tokens\): no total adds them up"):
         summary.write(directory)
     assert not (directory / summary.SUMMARY_JSON).exists()
+
+
+def test_a_text_rank_without_utilization_is_named_with_the_reason(run_dir):
+    ranks = [text_rank_document(0), text_rank_document(1)]
+    del ranks[1]["utilization"]
+    document = summary.summarize(run_dir(*ranks))
+    assert document["utilization"] is None
+    assert document["utilization_missing"] == f"rank 1: {summary.NOT_RECORDED}"
+
+
+def test_ranks_on_devices_with_different_peaks_each_have_their_own_mfu(run_dir):
+    ranks = [text_rank_document(0, product=H100_SXM), text_rank_document(1, product="NVIDIA H100 PCIe")]
+    directory = run_dir(*ranks)
+    document = summary.write(directory, plots=False)
+    used = document["utilization"]
+    assert used["peak"] is None
+    assert used["peak_missing"] == "ranks ran on devices with different peaks: each rank's MFU is against its own"
+    mfus = [r["utilization"]["mfu"] for r in ranks]
+    assert used["mfu"] == pytest.approx({"mean": sum(mfus) / 2, "minimum": min(mfus), "maximum": max(mfus)})
+    assert "of each rank's own peak (ranks ran on devices with different peaks: each rank's MFU is against its own)" \
+        in (directory / "report.md").read_text()

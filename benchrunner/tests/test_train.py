@@ -64,6 +64,23 @@ def test_input_wait_figures_of_a_rank():
     assert figures["per_step_s"]["n"] == 3 and figures["per_step_s"]["maximum"] == pytest.approx(0.03)
 
 
+@pytest.mark.parametrize(("settings", "unit", "per_step"), [
+    ({"model": "resnet50", "batch_size": 32}, "images", 32),
+    ({"model": "resnet50", "batch_size": 32, "gradient_accumulation_steps": 4}, "images", 128),
+    ({"model": "llama-tiny", "batch_size": 8, "sequence_length": 128}, "tokens", 1024),
+    ({"model": "llama-tiny", "batch_size": 8, "sequence_length": 128, "gradient_accumulation_steps": 2}, "tokens",
+     2048),
+])
+def test_a_rank_counts_samples_per_second_in_its_workload_s_unit(tmp_path, settings, unit, per_step):
+    workload = Workload.from_mapping({**settings, "warmup_steps": 1, "measured_steps": 4})
+    assert (workload.unit, workload.units_per_step()) == (unit, per_step)
+    measured = train.Measurement(step_times=[0.1, 0.1, 0.1, 0.2], input_waits=[0.0] * 4, losses=[1.0] * 5,
+                                 measured_s=0.5, first_step_done=train.PROCESS_STARTED_AT + 1)
+    metrics = train.measurements(workload, measured, train.RunContext("r", tmp_path), 0.0)["metrics"]
+    # Units per optimizer step x measured steps / the measured wall time.
+    assert (metrics["unit"], metrics["samples_per_sec"]) == (unit, pytest.approx(per_step * 4 / 0.5))
+
+
 def rates(workload: Workload, size: int) -> list[float]:
     return [train.learning_rate(workload, size, step) for step in range(workload.warmup_steps + workload.measured_steps)]
 

@@ -195,7 +195,7 @@ def test_launch_of_an_srun_job_ended_as_stalled_exits_as_for_mpirun(tmp_path, mo
     # The script Slurm ran is kept (it watched srun within the job's limits), and so is the watchdog's record.
     assert f"watch --run-id stall-test --run-dir {run} --ranks 2 --timeout 60.0 --stall-timeout {stall_s}" in \
         (run / srun.SCRIPT).read_text()
-    assert set(launchers.kept_files("srun")) == {launchers.JOB_JSON, srun.SCRIPT, watchdog.STALLED_JSON}
+    assert set(launchers.kept_files("srun", "slurm")) == {launchers.JOB_JSON, srun.SCRIPT, watchdog.STALLED_JSON}
     assert results.load(results.STALLED, run / watchdog.STALLED_JSON)["stalled"] == [1]
     assert "benchrunner: stalled: rank 1 on host node-b went silent" in (tmp_path / "slurm.out").read_text()
 
@@ -278,10 +278,14 @@ def test_a_rank_beats_only_where_its_launchers_node_reads_the_beats(monkeypatch)
     with pytest.raises(RuntimeError), watchdog.beating(True, {"RANK": "1"}):
         raise RuntimeError("a rank that failed")
     assert [line for line in lines if line.endswith(":done\n")] == []
-    # Watched on the launching node, inside the job (srun's batch script), or not at all (an MPIJob).
-    for launcher_name, beats, in_job in (("mpirun", True, False), ("torchrun", True, False),
-                                         ("horovodrun", True, False), ("srun", True, True), ("mpijob", False, False)):
-        assert (launchers.get(launcher_name).BEATS, launchers.get(launcher_name).WATCHED_IN_JOB) == (beats, in_job)
+    # Watched on the launching node, inside the job (srun's batch script, torchrun's under Slurm), or not at all (an
+    # MPIJob).
+    for launcher_name, stack, beats, in_job in (
+            ("mpirun", "baremetal", True, False), ("torchrun", "baremetal", True, False),
+            ("torchrun", "slurm", True, True), ("horovodrun", "baremetal", True, False), ("srun", "slurm", True, True),
+            ("mpijob", "k8s", False, False)):
+        assert (launchers.get(launcher_name).BEATS, launchers.on_stack(launcher_name, stack).watched_in_job) == (
+            beats, in_job)
 
 
 def test_a_stalled_run_is_reported_and_recorded_with_its_rank_and_host(tmp_path, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from lab import LAB_INVENTORY, PROJECT, run_site
@@ -86,13 +87,18 @@ def test_bad_slurm_version():
                                 "slurm_version must be empty (the distribution's) or look like 22.05.8 (got '22.05.x')")
 
 
-def test_srun_without_a_slurm_controller(tmp_path):
+@pytest.mark.parametrize("extravars", [
+    {"benchrunner_launcher": "srun"},
+    {"benchrunner_launcher": "torchrun", "benchrunner_stack": "slurm", "benchrunner_framework": "pytorch-ddp"},
+])
+def test_a_job_submitted_to_slurm_without_a_slurm_controller(tmp_path, extravars):
     inventory = yaml.safe_load(LAB_INVENTORY.read_text())
     del inventory["all"]["children"]["slurm_controller"]
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(inventory))
-    assert_stopped_in_preflight(run_site(inventory=str(path), extravars={"benchrunner_launcher": "srun"}),
-                                "benchrunner_launcher is srun, but the inventory has no 'slurm_controller' group")
+    assert_stopped_in_preflight(run_site(inventory=str(path), extravars=extravars),
+                                f"benchrunner_launcher is {extravars['benchrunner_launcher']} on stack slurm, which "
+                                "submits a batch job to Slurm, but the inventory has no 'slurm_controller' group")
 
 
 def test_two_inventory_names_for_one_machine(tmp_path):

@@ -1,6 +1,6 @@
 """PyTorch DDP beside Horovod TensorFlow on the lab: one campaign crosses both frameworks with every bare-metal and
-Slurm launcher that starts their ranks, each run gathered, checked and grouped by framework in the report; and
-torch.distributed's collective sweep through torchrun."""
+Slurm launcher that starts their ranks (torchrun on both stacks), each run gathered, checked and grouped by framework
+in the report; and torch.distributed's collective sweep through torchrun."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ CAMPAIGN = {
     "gpus": [2],
     "stacks": ["baremetal", "slurm"],
     "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
-    "launchers": {"baremetal": ["mpirun", "torchrun"]},
+    "launchers": {"baremetal": ["mpirun", "torchrun"], "slurm": ["srun", "torchrun"]},
     "workloads": {"model": ["small_cnn"]},
     "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2, "measured_steps": 6},
 }
@@ -47,9 +47,14 @@ def test_every_launcher_that_starts_a_frameworks_ranks_trained_it(frameworks_cam
         found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
         assert found["sanity"]["passed"], (run_.run_id, found["sanity"])
         assert found["ranks"] == 2 and len(set(found["hosts"])) == 2
-        seen.add((found["workload"]["framework"], found["launcher"]))
-    assert seen == {("tensorflow-horovod", "mpirun"), ("tensorflow-horovod", "srun"), ("pytorch-ddp", "mpirun"),
-                    ("pytorch-ddp", "torchrun"), ("pytorch-ddp", "srun")}
+        seen.add((found["stack"], found["workload"]["framework"], found["launcher"]))
+    assert seen == {("baremetal", "tensorflow-horovod", "mpirun"), ("slurm", "tensorflow-horovod", "srun"),
+                    ("baremetal", "pytorch-ddp", "mpirun"), ("baremetal", "pytorch-ddp", "torchrun"),
+                    ("slurm", "pytorch-ddp", "srun"), ("slurm", "pytorch-ddp", "torchrun")}
+    # torchrun under Slurm: srun started one agent per node from the batch script kept with the results.
+    under_slurm = next(r for r in campaign.plan(document) if (r.point["stack"], r.point["launcher"]) == ("slurm", "torchrun"))
+    script = (results_dir / under_slurm.run_id / "job.sbatch").read_text()
+    assert "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in script and "--rdzv-backend=c10d" in script
 
 
 def test_pytorch_ranks_record_their_framework_backend_and_launcher(frameworks_campaign):

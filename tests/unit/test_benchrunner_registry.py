@@ -38,19 +38,16 @@ def role_options() -> dict:
     return yaml.safe_load(ROLE_SPECS.read_text())["argument_specs"]["main"]["options"]
 
 
-def enum_of(schema: dict, node: dict) -> list:
-    """A node's enum, through a reference to the schema's own $defs."""
-    reference = node.get("$ref")
-    return schema["$defs"][reference.removeprefix("#/$defs/")]["enum"] if reference else node["enum"]
-
-
 def test_the_schemas_name_exactly_the_registered_launchers_and_frameworks():
     defs = results.schema(results.CAMPAIGN)["$defs"]
     assert sorted(defs["launcher"]["enum"]) == sorted(launchers.names())
     assert sorted(defs["framework"]["enum"]) == sorted(frameworks.names())
     rank = results.schema(results.RANK_RESULT)
-    assert sorted(enum_of(rank, rank["properties"]["framework"])) == sorted(frameworks.names())
-    assert sorted(enum_of(rank, rank["$defs"]["workload"]["properties"]["framework"])) == sorted(frameworks.names())
+    # The result and its workload name the framework through one definition.
+    assert sorted(rank["$defs"]["framework"]["enum"]) == sorted(frameworks.names())
+    framework = {"$ref": "#/$defs/framework"}
+    assert rank["properties"]["framework"].items() >= framework.items()
+    assert rank["$defs"]["workload"]["properties"]["framework"] == framework
     assert sorted(results.schema(results.ALLREDUCE_RESULT)["properties"]["framework"]["enum"]) == sorted(
         frameworks.names())
 
@@ -74,10 +71,17 @@ def test_every_launcher_declares_its_contract():
         module = launchers.get(name)
         assert set(module.STACKS) <= {"baremetal", "slurm", "k8s"}, name
         assert set(module.FRAMEWORKS) <= set(frameworks.names()) and module.FRAMEWORKS, name
-        assert module.NEEDS <= {"hosts", "slurm", "kubeconfig"}, name
-        assert isinstance(module.USES_HOSTS, bool) and isinstance(module.LEAVES, tuple), name
-        # Watched inside its job only where its ranks beat.
-        assert isinstance(module.BEATS, bool) and module.WATCHED_IN_JOB in (False, module.BEATS), name
+        assert isinstance(module.USES_HOSTS, bool) and isinstance(module.BEATS, bool), name
+        # Declared once or per stack (for each of its stacks, no other).
+        for attribute in ("NEEDS", "LEAVES", "WATCHED_IN_JOB"):
+            value = getattr(module, attribute)
+            assert not isinstance(value, dict) or set(value) == set(module.STACKS), (name, attribute)
+        for stack in module.STACKS:
+            contract = launchers.on_stack(name, stack)
+            assert contract.needs <= {"hosts", "slurm", "kubeconfig"}, (name, stack)
+            assert isinstance(contract.leaves, tuple), (name, stack)
+            # Watched inside its job only where its ranks beat.
+            assert contract.watched_in_job in (False, module.BEATS), (name, stack)
         assert module.start is None or callable(module.start), name
     # Each stack has exactly one default launcher, and it runs there.
     for stack in launchers.STACKS:

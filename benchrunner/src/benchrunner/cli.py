@@ -227,7 +227,8 @@ def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
     # What this host and the cluster must hold for the job, asked before anything is written or started.
     problems = [] if args.dry_run else [p for p in (
         dataset.dataset_problem(plan.job.workload, plan.job.ranks) if plan.job.program == "train" else None,
-        partition and plan.job.launcher == "srun" and srun.partition_problem(partition)) if p]
+        partition and "slurm" in launchers.on_stack(plan.job.launcher, plan.job.stack).needs
+        and srun.partition_problem(partition)) if p]
     if problems:
         raise ValueError("; ".join(problems))
     if not args.dry_run:

@@ -244,7 +244,7 @@ def placement(request: Any, inventory_hosts: dict[str, str], source: str = "job 
         raise ValueError(f"{source}: hosts {', '.join(missing)} are none of the inventory's candidates "
                          f"({', '.join(f'{n}={h}' for n, h in inventory_hosts.items()) or 'none'})")
     return {"job": document, "hosts": [by_hostname[h] for h in document["hosts"] if h in by_hostname],
-            "leaves": list(launchers.get(document["launcher"]).LEAVES)}
+            "leaves": list(launchers.on_stack(document["launcher"], document["stack"]).leaves)}
 
 
 def loads(text: str, source: str) -> Any:

@@ -12,7 +12,8 @@ RANK_ARGV_ENV = "BENCHRUNNER_RANK_ARGV"
 GPU_ENV = "BENCHRUNNER_GPU"
 
 # What tells a rank its place, in the order they are looked for, each as (rank, world size, local rank, local world
-# size). Open MPI's come before Slurm's: mpirun inside a Slurm allocation inherits the allocation's SLURM_*.
+# size). torchrun's come first: under Slurm its ranks also inherit the SLURM_* of the srun task their agent is. Open
+# MPI's come before Slurm's: mpirun inside a Slurm allocation inherits the allocation's SLURM_*.
 LAUNCHER_VARIABLES: tuple[tuple[str, tuple[str, str, str, str]], ...] = (
     ("torchrun", ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")),
     ("openmpi", ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",

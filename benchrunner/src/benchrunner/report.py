@@ -594,7 +594,8 @@ def job_files(run_dir: Path) -> list[str]:
     path = run_dir / launchers.JOB_JSON
     if not path.is_file():
         return []
-    kept = launchers.kept_files(results.strict_loads(path.read_text())["launcher"])
+    job = results.strict_loads(path.read_text())
+    kept = launchers.kept_files(job["launcher"], job["stack"])
     return [name for name in kept if (run_dir / name).is_file()]
 
 

@@ -237,7 +237,7 @@ def _ranks_text(ranks: list[dict[str, Any]]) -> str:
     return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r['rank']) for r in ranks)}"
 
 
-def _absent(ranks: list[dict[str, Any]], why: Any) -> str | None:
+def _absent(ranks: list[dict[str, Any]], why: Callable[[dict[str, Any]], str | None]) -> str | None:
     """Why some ranks have no figure: each distinct reason (why(rank)) with the ranks that gave it; None when all have
     it (why gives None)."""
     by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -248,8 +248,9 @@ def _absent(ranks: list[dict[str, Any]], why: Any) -> str | None:
     return "; ".join(f"{_ranks_text(members)}: {reason}" for reason, members in by_reason.items()) or None
 
 
-# Why a rank has no utilization: an image model has no FLOPs count yet (flops and utilization null); a result without
-# the key comes from a framework or a version of benchrunner that measured none.
+# Why a rank has no utilization: an image model has no FLOPs count yet, whatever wrote its result (flops and
+# utilization null, or absent); a text model's result without the key comes from a framework or a version of
+# benchrunner that measured none.
 NO_FLOPS = "no FLOPs count for image models yet, so no model TFLOP/s or MFU"
 NOT_RECORDED = "recorded no utilization (a result made before benchrunner measured it, or a framework that does not)"
 
@@ -257,10 +258,13 @@ NOT_RECORDED = "recorded no utilization (a result made before benchrunner measur
 def _no_utilization(rank: dict[str, Any]) -> str | None:
     if rank.get("utilization") is not None:
         return None
+    # A v2 result may not name its model: it trained an image model, as every v2 result did.
+    model = rank.get("model", {"kind": results.V2_MODEL_KIND})
+    if model["kind"] == "image":
+        return NO_FLOPS
     if "utilization" not in rank:
         return NOT_RECORDED
-    model = rank["model"]
-    return NO_FLOPS if model["kind"] == "image" else f"no FLOPs count for {model['name']}, so no model TFLOP/s or MFU"
+    return f"no FLOPs count for {model['name']}, so no model TFLOP/s or MFU"
 
 
 def utilization(ranks: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
@@ -275,7 +279,8 @@ def utilization(ranks: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str
     if len(precisions) != 1:
         return None, "ranks used different precisions (" + ", ".join(sorted(precisions)) + ")"
     peaks = {repr(u["peak"]) for u in used}
-    peak_missing = _absent(ranks, lambda r: r["utilization"]["peak_missing"])
+    peak_missing = _absent(ranks, lambda r: None if r["utilization"]["mfu"] is not None else
+                           r["utilization"]["peak_missing"] or "no MFU against a peak recorded")
     if not peak_missing and len(peaks) != 1:
         peak_missing = "ranks ran on devices with different peaks: each rank's MFU is against its own"
     probe_missing = _absent(ranks, lambda r: None if r["utilization"]["probe"] else "no GEMM probe recorded")
@@ -394,6 +399,8 @@ def training_line(workload: dict[str, Any]) -> str:
     """The optimizer and learning-rate schedule, from a workload record (older ones completed)."""
     w = workload_module.complete_record(workload)
     optimizer = f"SGD, momentum {w['momentum']:g}" if w["optimizer"] == "sgd" else f"Adam, beta_1 {w['momentum']:g}"
+    if w["optimizer"] == "adamw":
+        optimizer = f"AdamW, beta_1 {w['momentum']:g}, weight decay {w['weight_decay']:g}"
     scaling = " x ranks" if w["lr_scaling"] == "linear" else " (not scaled by ranks)"
     warmup = f", {w['lr_warmup_steps']} steps' warmup" if w["lr_warmup_steps"] else ""
     preset = f" (preset {w['preset']})" if w["preset"] else ""
@@ -435,9 +442,9 @@ def utilization_line(summary: dict[str, Any]) -> str:
     if used["mfu"] is None:
         mfu = f"MFU vs peak: - ({used['peak_missing']})"
     else:
-        against = (f"{peak['product']} {peak['form']} dense {used['precision']} peak {peak['tflops']:g} TFLOP/s "
-                   f"({peak['source']})" if peak else f"each rank's own peak: {used['peak_missing']}")
-        mfu = f"MFU {_over_ranks(used['mfu'], report.fraction)} of the {against}"
+        against = (f"the {peak['product']} {peak['form']} dense {used['precision']} peak {peak['tflops']:g} TFLOP/s "
+                   f"({peak['source']})" if peak else f"each rank's own peak ({used['peak_missing']})")
+        mfu = f"MFU {_over_ranks(used['mfu'], report.fraction)} of {against}"
     if used["mfu_vs_probe"] is None:
         probe = f"MFU vs probe: - ({used['probe_missing']})"
     else:
@@ -514,7 +521,9 @@ def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
         f"not recorded (summarized {report.day(summary['created_at'])})")
     return [
         f"run date: {date}",
-        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {report.input_shape(w)}, {w['precision']}"
+        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank"
+        + (f" x {w['gradient_accumulation_steps']} micro-batches per step" if w["gradient_accumulation_steps"] > 1 else "")
+        + f", {report.input_shape(w)}, {w['precision']}"
         + "".join(f", {part}" for part in framework.model_settings(w))
         + ("" if w["framework"] == frameworks.DEFAULT else f" ({w['framework']})"),
         f"stack {summary['stack']}, launcher {summary['launcher']}, network {summary['network']}, "

@@ -16,6 +16,8 @@ options and environment; only how the processes are placed differs. A launcher m
                 holds the ranks' (execute runs start() under the watchdog); True inside the job, where start() has
                 the launcher run under `benchrunner watch` (srun's batch script, on the batch host, where Slurm
                 sends the ranks' output)
+  NEEDS, LEAVES and WATCHED_IN_JOB may instead be dicts by stack, for a launcher that starts its job differently on
+  each of its stacks (torchrun: over SSH on bare metal, in a batch job under Slurm); on_stack() reads them.
   first_host(job)  the host rank 0 runs on where the launcher decides it (None where ranks learn it otherwise)
   start(job, options)  starts the job from the launching node (None for one started from the control host); one
                 watched inside its job is also given the job's limits (start(job, options, limits=...))
@@ -86,6 +88,24 @@ def default_for(stack: str) -> str:
 
 def stacks_of(name: str) -> tuple[str, ...]:
     return tuple(get(name).STACKS)
+
+
+@dataclass(frozen=True)
+class OnStack:
+    """What a launcher needs, leaves and where its job is watched, on one of its stacks."""
+
+    needs: frozenset[str]
+    leaves: tuple[str, ...]
+    watched_in_job: bool
+
+
+def on_stack(name: str, stack: str) -> OnStack:
+    """The launcher's NEEDS, LEAVES and WATCHED_IN_JOB on `stack`, whether it declares them once or per stack."""
+    module = get(name)
+    if stack not in module.STACKS:
+        raise ValueError(f"launcher {name} does not run on stack {stack} (it runs on {', '.join(module.STACKS)})")
+    values = [getattr(module, attribute) for attribute in ("NEEDS", "LEAVES", "WATCHED_IN_JOB")]
+    return OnStack(*(value[stack] if isinstance(value, dict) else value for value in values))
 
 
 @dataclass(frozen=True)
@@ -160,7 +180,8 @@ class Job:
             problems.append(f"git commit {self.git_commit!r} is not what git describe prints")
         # A launcher that needs hosts must have enough; one that may leave placement to its scheduler (srun) must
         # have enough of those it is given; an MPIJob's pods are placed by Kubernetes.
-        if placed and spec is not None and ("hosts" in spec.NEEDS or (self.hosts and spec.USES_HOSTS)) \
+        if placed and spec is not None and self.stack in spec.STACKS \
+                and ("hosts" in on_stack(self.launcher, self.stack).needs or (self.hosts and spec.USES_HOSTS)) \
                 and len(self.hosts) < self.nodes:
             problems.append(f"{self.ranks} ranks at {self.slots_per_node} per node need {self.nodes} hosts, "
                             f"{len(self.hosts)} given")
@@ -202,11 +223,10 @@ def hostfile(job: Job) -> str:
     return "".join(f"{host} slots={slots}\n" for host, slots in host_slots(job))
 
 
-def kept_files(launcher: str) -> tuple[str, ...]:
-    """What a run's folder keeps beside raw/ of a job of this launcher: the job itself, what the launcher left and, for
-    a job the watchdog ended, its record."""
-    spec = get(launcher)
-    return (JOB_JSON, *spec.LEAVES, *((watchdog.STALLED_JSON,) if spec.BEATS else ()))
+def kept_files(launcher: str, stack: str) -> tuple[str, ...]:
+    """What a run's folder keeps beside raw/ of a job of this launcher on this stack: the job itself, what the launcher
+    left and, for a job the watchdog ended, its record."""
+    return (JOB_JSON, *on_stack(launcher, stack).leaves, *((watchdog.STALLED_JSON,) if get(launcher).BEATS else ()))
 
 
 def run_dir(job: Job) -> Path:
@@ -224,7 +244,7 @@ def execute(job: Job, options: Options, limits: watchdog.Limits) -> int:
     spec = get(job.launcher)
     if spec.start is None:
         raise ValueError(f"launcher {job.launcher} starts jobs from the control host, not from a node")
-    if spec.WATCHED_IN_JOB:
+    if on_stack(job.launcher, job.stack).watched_in_job:
         # Not watched here: the ranks' output does not come here.
         return spec.start(job, options, limits=limits)
     if options.dry_run or not spec.BEATS:

@@ -34,6 +34,7 @@ SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 # Where Slurm picks the nodes, the first is known only inside the job: the batch script finds it.
 ALLOCATION_FIRST_NODE = "<the allocation's first node>"
+FIRST_NODE = 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1'
 
 
 def first_host(job: Job) -> str | None:
@@ -42,12 +43,19 @@ def first_host(job: Job) -> str | None:
 
 def slurm_problems(partition: str | None, mpi: str) -> list[str]:
     """Why these cannot go into a batch script's #SBATCH line and srun's --mpi."""
-    problems = []
+    return [p for p in (partition_name_problem(partition), mpi_problem(mpi)) if p]
+
+
+def partition_name_problem(partition: str | None) -> str | None:
     if partition is not None and not SLURM_NAME.fullmatch(partition):
-        problems.append(f"Slurm partition {partition!r} is not a partition name (letters, digits, '_', '.', '-')")
+        return f"Slurm partition {partition!r} is not a partition name (letters, digits, '_', '.', '-')"
+    return None
+
+
+def mpi_problem(mpi: str) -> str | None:
     if not SLURM_NAME.fullmatch(mpi):
-        problems.append(f"Slurm MPI plugin {mpi!r} is not a plugin name (pmix, pmi2, ...)")
-    return problems
+        return f"Slurm MPI plugin {mpi!r} is not a plugin name (pmix, pmi2, ...)"
+    return None
 
 
 def time_limit_minutes(limits: watchdog.Limits) -> int:
@@ -60,15 +68,29 @@ def script(job: Job, limits: watchdog.Limits, partition: str | None = None, mpi:
     """A batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH), watched for stalls on the
     batch host, where srun passes on every rank's output (beats included)."""
     job.validate()
-    problems = slurm_problems(partition, mpi)
-    if problems:
-        raise ValueError("; ".join(problems))
+    problem = mpi_problem(mpi)
+    if problem:
+        raise ValueError(problem)
+    srun = ["srun", f"--mpi={mpi}", "--kill-on-bad-exit=1", *job.extra_args, *job.rank_argv()]
+    return batch_script(job, limits, partition, tasks=job.ranks, tasks_per_node=min(job.slots_per_node, job.ranks),
+                        step=shlex.join(srun))
+
+
+def batch_script(job: Job, limits: watchdog.Limits, partition: str | None, tasks: int, tasks_per_node: int, step: str,
+                 before_step: tuple[str, ...] = ()) -> str:
+    """A batch script for a validated job: its #SBATCH lines (job.nodes nodes, `tasks` Slurm tasks, tasks_per_node on
+    each, the time limit, the nodes and GPUs asked for), the launch time and the ranks' environment, then
+    `before_step` and the step (a shell command line that starts the tasks) under `benchrunner watch`, on the batch
+    host, where the step passes on every rank's output (beats included)."""
+    problem = partition_name_problem(partition)
+    if problem:
+        raise ValueError(problem)
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=benchrunner-{job.run_id}"[:200],
         f"#SBATCH --nodes={job.nodes}",
-        f"#SBATCH --ntasks={job.ranks}",
-        f"#SBATCH --ntasks-per-node={min(job.slots_per_node, job.ranks)}",
+        f"#SBATCH --ntasks={tasks}",
+        f"#SBATCH --ntasks-per-node={tasks_per_node}",
         f"#SBATCH --time={time_limit_minutes(limits)}",
         f"#SBATCH --output={job.output_dir}/slurm-%j.out",
         "#SBATCH --exclusive",
@@ -86,10 +108,10 @@ def script(job: Job, limits: watchdog.Limits, partition: str | None = None, mpi:
     environment = job.environment()
     if environment.get("MASTER_ADDR") == ALLOCATION_FIRST_NODE:
         environment.pop("MASTER_ADDR")
-        lines.append('MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
+        lines.append(f"MASTER_ADDR=$({FIRST_NODE})")
         lines.append("export MASTER_ADDR")
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(environment.items())]
-    srun = ["srun", f"--mpi={mpi}", "--kill-on-bad-exit=1", *job.extra_args, *job.rank_argv()]
+    lines += before_step
     # The watchdog ends a stalled job by signalling srun's process group (SIGTERM and SIGCONT, SIGKILL after a
     # grace): srun passes the signals on to its step's tasks on every node (srun(1), SIGNALS AND ESCAPE SEQUENCES;
     # on SIGTERM it logs "forcing job termination" and sends them SIGKILL), so a stopped (SIGSTOP) rank ends too;
@@ -98,8 +120,18 @@ def script(job: Job, limits: watchdog.Limits, partition: str | None = None, mpi:
     watch = [job.benchrunner, watchdog.COMMAND, "--run-id", job.run_id, "--run-dir", str(run_dir(job)),
              "--ranks", str(job.ranks), "--timeout", str(limits.timeout_s), "--stall-timeout",
              str(limits.stall_timeout_s), "--"]
-    lines.append(shlex.join([*watch, *srun]))
+    lines.append(f"{shlex.join(watch)} {step}")
     return "\n".join(lines) + "\n"
+
+
+def submit(job: Job, options: Options, text: str) -> int:
+    """Print the batch script (a dry run), or keep it in the run's folder, submit it and follow the job to its end."""
+    if options.dry_run:
+        print(text, end="")
+        return 0
+    Path(job.output_dir).mkdir(parents=True, exist_ok=True)
+    results.write_atomic(run_dir(job) / SCRIPT, text)
+    return submit_and_follow(run_dir(job) / SCRIPT)
 
 
 # Slurm's job states after which the job will not run again (squeue(1), JOB STATE CODES).
@@ -156,10 +188,4 @@ def submit_and_follow(batch_script: Path, poll_s: float = 0.05, max_poll_s: floa
 
 
 def start(job: Job, options: Options, limits: watchdog.Limits) -> int:
-    text = script(job, limits, partition=options.partition, mpi=options.mpi)
-    if options.dry_run:
-        print(text, end="")
-        return 0
-    Path(job.output_dir).mkdir(parents=True, exist_ok=True)
-    results.write_atomic(run_dir(job) / SCRIPT, text)
-    return submit_and_follow(run_dir(job) / SCRIPT)
+    return submit(job, options, script(job, limits, partition=options.partition, mpi=options.mpi))

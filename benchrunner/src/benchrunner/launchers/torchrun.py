@@ -1,8 +1,11 @@
-"""torchrun (PyTorch's elastic launcher) on bare metal: one agent per node, meeting through a c10d rendezvous on the
-first node; each agent starts its node's ranks with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE set.
+"""torchrun (PyTorch's elastic launcher): one agent per node, meeting through a c10d rendezvous on the first node;
+each agent starts its node's ranks with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE set.
 
-The launching node starts its own agent directly and the others' over SSH, as mpirun reaches its nodes (the
-cluster's MPI account, pinned host keys)."""
+On bare metal the launching node starts its own agent directly and the others' over SSH, as mpirun reaches its nodes
+(the cluster's MPI account, pinned host keys). Under Slurm (how most Slurm sites start PyTorch) a batch script's srun
+starts one task per node, each an agent, meeting at the allocation's first node; the script is srun's (launchers.srun),
+watched on the batch host, where srun passes on the agents' output and so the ranks' (torchrun's workers inherit its
+stdout unless --redirects or --tee is given)."""
 
 from __future__ import annotations
 
@@ -14,23 +17,29 @@ import sys
 import time
 from pathlib import Path
 
+from benchrunner import watchdog
 from benchrunner.frameworks import pytorch_ddp, pytorch_fsdp
-from benchrunner.launchers import Job, Options, host_slots
+from benchrunner.launchers import Job, Options, host_slots, srun
 from benchrunner.rank_env import LAUNCHED_AT_ENV
 
 NAME = "torchrun"
-STACKS = ("baremetal",)
+STACKS = ("baremetal", "slurm")
 DEFAULT_FOR = ()
 FRAMEWORKS = (pytorch_ddp.NAME, pytorch_fsdp.NAME)
+# Under Slurm the ranks also find srun's SLURM_* (of the agent's task): torchrun's come first (rank_env).
 RANK_VARIABLES = "torchrun"
-NEEDS = frozenset({"hosts"})
+NEEDS = {"baremetal": frozenset({"hosts"}), "slurm": frozenset({"slurm"})}
 USES_HOSTS = True
-LEAVES = ()
+LEAVES = {"baremetal": (), "slurm": (srun.SCRIPT,)}
 BEATS = True
-WATCHED_IN_JOB = False
-# torchrun's own default rendezvous port (torch.distributed.run: --rdzv-endpoint without a port).
+# On bare metal the agents' output comes to the launching node; under Slurm, to the batch host.
+WATCHED_IN_JOB = {"baremetal": False, "slurm": True}
+# torchrun's own default rendezvous port (torch 2.13, torch/distributed/run.py: "If no port number is specified
+# HOST_NODE_ADDR defaults to 29400"; c10d_rendezvous_backend.DEFAULT_PORT), given explicitly.
 RDZV_PORT = 29400
 POLL_S = 0.5
+# The shell variable that holds the rendezvous host in the batch script.
+RDZV_HOST_VARIABLE = "BENCHRUNNER_RDZV_HOST"
 
 
 def first_host(job: Job) -> str | None:
@@ -38,11 +47,11 @@ def first_host(job: Job) -> str | None:
     return None
 
 
-def agent_argv(job: Job, slots: int) -> list[str]:
+def agent_argv(job: Job, slots: int, rdzv_host: str) -> list[str]:
     """One node's torchrun agent; torchrun is the one beside benchrunner, in the same environment."""
     torchrun = str(Path(job.benchrunner).parent / "torchrun") if "/" in job.benchrunner else "torchrun"
     return [torchrun, f"--nnodes={job.nodes}", f"--nproc-per-node={slots}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={job.hosts[0]}:{RDZV_PORT}", f"--rdzv-id={job.run_id}", "--max-restarts=0",
+            f"--rdzv-endpoint={rdzv_host}:{RDZV_PORT}", f"--rdzv-id={job.run_id}", "--max-restarts=0",
             "--no-python", *job.extra_args, *job.rank_argv()]
 
 
@@ -59,7 +68,7 @@ def commands(job: Job) -> list[tuple[str, list[str]]]:
                    "PATH": os.environ.get("PATH", "")}
     out = []
     for host, slots in host_slots(job):
-        argv = agent_argv(job, slots)
+        argv = agent_argv(job, slots, job.hosts[0])
         if _is_here(host):
             out.append((host, argv))
         else:
@@ -68,7 +77,34 @@ def commands(job: Job) -> list[tuple[str, list[str]]]:
     return out
 
 
-def start(job: Job, options: Options) -> int:
+def script(job: Job, limits: watchdog.Limits, partition: str | None = None) -> str:
+    """A batch script whose srun starts one task per node, each a torchrun agent for that node's ranks, meeting at the
+    allocation's first node (the batch host asks Slurm which it is, as for srun's MASTER_ADDR); one srun step, so
+    every node runs the same number of ranks."""
+    job.validate()
+    per_node = min(job.slots_per_node, job.ranks)
+    if job.ranks != job.nodes * per_node:
+        raise ValueError(f"torchrun under Slurm starts the same number of ranks on every node: {job.ranks} ranks at "
+                         f"{job.slots_per_node} per node would leave {job.nodes * per_node - job.ranks} of the last "
+                         f"node's slots empty; ask for a multiple of {job.slots_per_node} ranks")
+    # The agent's argv with the rendezvous host left to the shell; --kill-on-bad-exit ends every agent when one fails
+    # (the others would wait for it at the rendezvous or the next collective).
+    host = f"${{{RDZV_HOST_VARIABLE}}}"
+    step = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+            *agent_argv(job, per_node, host)]
+    at = next(i for i, arg in enumerate(step) if arg.startswith("--rdzv-endpoint="))
+    line = f'{shlex.join(step[:at])} --rdzv-endpoint="{host}:{RDZV_PORT}" {shlex.join(step[at + 1:])}'
+    return srun.batch_script(job, limits, partition, tasks=job.nodes, tasks_per_node=1, step=line,
+                             before_step=(f"{RDZV_HOST_VARIABLE}=$({srun.FIRST_NODE})",))
+
+
+def start(job: Job, options: Options, limits: watchdog.Limits | None = None) -> int:
+    """Start the job: in a batch job under Slurm (given the job's limits, for the watchdog there), else the agents
+    from here."""
+    if job.stack == "slurm":
+        if limits is None:
+            raise ValueError("torchrun under Slurm is watched inside its batch job: start it with the job's limits")
+        return srun.submit(job, options, script(job, limits, partition=options.partition))
     agents = commands(job)
     if options.dry_run:
         for _, argv in agents:

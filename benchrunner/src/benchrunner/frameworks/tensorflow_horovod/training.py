@@ -110,7 +110,7 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
     finished_at = time.time()
     document = {
         "kind": results.RANK_RESULT,
-        "schema_version": results.SCHEMA_VERSION,
+        "schema_version": results.version_of(results.RANK_RESULT),
         "run_id": context.run_id,
         "rank": hvd.rank(),
         "size": hvd.size(),
@@ -119,7 +119,8 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
         "host": socket.gethostname(),
         "workload": workload.record(),
         "framework": workload.framework,
-        "model": {"name": workload.model, "parameters": int(model.count_params()), "source": "keras"},
+        "model": {"name": workload.model, "parameters": int(model.count_params()), "source": "keras",
+                  "kind": workload.kind},
         **measurements(workload, measured, context, finished_at),
         "device": {
             "asked_gpu": os.environ.get(GPU_ENV) == "1",

@@ -1,6 +1,7 @@
 """PyTorch DDP beside Horovod TensorFlow on the lab: one campaign crosses both frameworks with every bare-metal and
 Slurm launcher that starts their ranks (torchrun on both stacks), each run gathered, checked and grouped by framework
-in the report; and torch.distributed's collective sweep through torchrun."""
+in the report; a transformer pretrained with FSDP2 through the same four launchers, judged in tokens/s and in MFU
+against what each rank's own matmul reaches; and torch.distributed's collective sweep through torchrun."""
 
 from __future__ import annotations
 
@@ -25,19 +26,34 @@ CAMPAIGN = {
 }
 
 
+# llama-tiny under FSDP2 on every launcher of both stacks: short sequences, so a step takes a second on the lab.
+TRANSFORMER = {
+    **CAMPAIGN, "name": "e2e-transformer", "frameworks": ["pytorch-fsdp"],
+    "workloads": {"model": ["llama-tiny"]},
+    "fixed": {"sequence_length": 64, "batch_size": 4, "optimizer": "adamw", "weight_decay": 0.1, "warmup_steps": 2,
+              "measured_steps": 6},
+}
 PLACED_BY = {"torchrun": "torchrun", "mpirun": "openmpi", "srun": "slurm"}
 
 
-@pytest.fixture(scope="module")
-def frameworks_campaign(provisioned, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("frameworks")
+def run_campaign(document: dict, folder) -> tuple[dict, object]:
     file = folder / "campaign.yml"
-    file.write_text(yaml.safe_dump(CAMPAIGN))
+    file.write_text(yaml.safe_dump(document))
     results_dir = folder / "results"
     done = subprocess.run([sys.executable, "-m", "benchrunner", "campaign", str(file), "--results-dir",
                            str(results_dir)], cwd=PROJECT, capture_output=True, text=True, timeout=1800, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return campaign.load(file), results_dir
+
+
+@pytest.fixture(scope="module")
+def frameworks_campaign(provisioned, tmp_path_factory):
+    return run_campaign(CAMPAIGN, tmp_path_factory.mktemp("frameworks"))
+
+
+@pytest.fixture(scope="module")
+def transformer_campaign(provisioned, tmp_path_factory):
+    return run_campaign(TRANSFORMER, tmp_path_factory.mktemp("transformer"))
 
 
 def test_every_launcher_that_starts_a_frameworks_ranks_trained_it(frameworks_campaign):
@@ -75,12 +91,43 @@ def test_pytorch_ranks_record_their_framework_backend_and_launcher(frameworks_ca
 def test_the_campaign_report_groups_runs_by_framework(frameworks_campaign):
     _, results_dir = frameworks_campaign
     text = (results_dir / "campaigns" / "e2e-frameworks" / report.REPORT_MD).read_text()
-    assert "Campaign e2e-frameworks: 5 runs done, 0 failed." in text
+    assert "Campaign e2e-frameworks: 6 runs done, 0 failed." in text
     # The founding framework's rows keep their old names; PyTorch's are named for it.
     assert "| small_cnn synthetic b16 32px" in text and "| pytorch-ddp small_cnn synthetic b16 32px" in text
     # Different frameworks are never one figure, nor a ratio, unless pooled on purpose.
     rows = [line for line in text.splitlines() if line.startswith("| ") and "b16 32px" in line]
     assert not any("tensorflow-horovod" in row and "pytorch-ddp" in row for row in rows)
+
+
+def test_fsdp_pretrains_the_transformer_through_every_launcher(transformer_campaign):
+    document, results_dir = transformer_campaign
+    seen = set()
+    for run_ in campaign.plan(document):
+        found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
+        assert found["sanity"]["passed"], (run_.run_id, found["sanity"])
+        assert found["ranks"] == 2 and len(set(found["hosts"])) == 2
+        assert found["throughput"]["unit"] == "tokens" and found["throughput"]["total_per_sec"] > 0
+        seen.add((found["stack"], found["launcher"]))
+        for path in sorted((results_dir / run_.run_id / "raw").glob("rank-*.json")):
+            rank = results.load(results.RANK_RESULT, path)
+            assert (rank["framework"], rank["model"]["kind"]) == ("pytorch-fsdp", "text")
+            assert rank["provenance"]["torch"]["launched_by"] == PLACED_BY[run_.point["launcher"]], path
+            steps = document["fixed"]["warmup_steps"] + document["fixed"]["measured_steps"]
+            assert len(rank["losses"]) == len(rank["grad_norms"]) == steps
+            assert all(norm is not None and norm > 0 for norm in rank["grad_norms"]), path
+            assert rank["flops"]["formula"] == "6*N + 12*L*H*Q*T" and rank["flops"]["terms"]["T"] == 64
+            use = rank["utilization"]
+            # A CPU has no datasheet peak: no MFU against one, and the reason; against its own matmul there is one.
+            assert use["peak"] is None and use["mfu"] is None and use["peak_missing"], path
+            assert use["probe"]["tflops"] > 0 and 0 < use["mfu_vs_probe"] <= 1.05, path
+    assert seen == {("baremetal", "mpirun"), ("baremetal", "torchrun"), ("slurm", "srun"), ("slurm", "torchrun")}
+
+
+def test_the_transformer_report_shows_tokens_per_second_and_mfu_against_the_probe(transformer_campaign):
+    _, results_dir = transformer_campaign
+    text = (results_dir / "campaigns" / "e2e-transformer" / report.REPORT_MD).read_text()
+    assert "Campaign e2e-transformer: 4 runs done, 0 failed." in text
+    assert "tokens/s" in text and "MFU" in text
 
 
 def test_torch_collectives_sweep_through_torchrun(tmp_path):

@@ -131,7 +131,7 @@ def plain_ddp(args: argparse.Namespace, trial: int) -> float:
 
 def benchrunner(args: argparse.Namespace, run_id: str, workload: Workload) -> float:
     raw = launch(args, run_id, workload.to_argv())
-    return json.loads((raw / "rank-00000.json").read_text())["metrics"]["images_per_sec"]
+    return results.load(results.RANK_RESULT, raw / "rank-00000.json")["metrics"]["samples_per_sec"]
 
 
 def tcp_bandwidth(args: argparse.Namespace) -> dict:

@@ -13,7 +13,8 @@ build/gpu-record/<date>-<hostname>/):
                           local; validation/ keeps its node-validation summary)
   runs/<point>/           each training point's run: raw/rank-00000.json (benchrunner train --output-dir), then
                           summary.json and report.md (benchrunner summarize); logs/ holds what both printed
-  numbers.md              images/s with the 95% interval per point; manifest.json: date, host, GPU, driver, torch
+  numbers.md              throughput per second (images or tokens) with the 95% interval per point; manifest.json:
+                          date, host, GPU, driver, torch
 It stops at once, saying why, where nvidia-smi is missing or PyTorch sees no CUDA device. --cpu is a dry run for a
 machine without a GPU: the nvidia-smi part is skipped with that reason and small_cnn trains at a tiny size on the CPU.
 """
@@ -224,7 +225,9 @@ def measure(rec: Recorder, python: str, point: dict, deadline: float, env: dict[
     printed = (rec.out / "logs" / f"{point['id']}.summarize.out").read_text()
     spread = summary["throughput"].get("total_batch_means") or {}
     window = next((line for line in printed.splitlines() if line.startswith("window:")), None)
-    return {**point, "status": "ok", "images_per_sec": summary["throughput"]["total"],
+    # A summary benchrunner summarize just wrote: the current version (throughput in samples of its unit).
+    return {**point, "status": "ok", "samples_per_sec": summary["throughput"]["total_per_sec"],
+            "unit": summary["throughput"]["unit"],
             "ci95_low": spread.get("ci95_low"), "ci95_high": spread.get("ci95_high"), "batches": spread.get("n"),
             "window": window, "sanity_passed": summary["sanity"]["passed"], "seconds": round(time.monotonic() - started, 1)}
 
@@ -237,16 +240,17 @@ def numbers_md(manifest: dict, results: list[dict]) -> str:
             f"{results[0]['warmup_steps'] if results else '-'} warmup + {results[0]['measured_steps'] if results else '-'} "
             "measured steps per point, 1 rank. The interval is the 95% CI over batch means of consecutive steps "
             "(benchrunner summarize), not over repeats.", "",
-            "| model | precision | batch | images/s | 95% CI | +/- | status |", "|---|---|---|---|---|---|---|"]
+            "| model | precision | batch | per second | 95% CI | +/- | status |", "|---|---|---|---|---|---|---|"]
     rows = []
     for r in results:
+        rate = f"{r['samples_per_sec']:.1f} {r['unit']}" if r["status"] == "ok" else "-"
         if r["status"] == "ok" and r["ci95_low"] is not None:
             half = (r["ci95_high"] - r["ci95_low"]) / 2
-            rows.append(f"| {r['model']} | {r['precision']} | {r['batch_size']} | {r['images_per_sec']:.1f} | "
-                        f"{r['ci95_low']:.1f} - {r['ci95_high']:.1f} | {100 * half / r['images_per_sec']:.1f}% | "
+            rows.append(f"| {r['model']} | {r['precision']} | {r['batch_size']} | {rate} | "
+                        f"{r['ci95_low']:.1f} - {r['ci95_high']:.1f} | {100 * half / r['samples_per_sec']:.1f}% | "
                         f"ok{'' if r['sanity_passed'] else ' (sanity checks FAILED)'} |")
         elif r["status"] == "ok":
-            rows.append(f"| {r['model']} | {r['precision']} | {r['batch_size']} | {r['images_per_sec']:.1f} | - | - | "
+            rows.append(f"| {r['model']} | {r['precision']} | {r['batch_size']} | {rate} | - | - | "
                         "ok (too few steps for an interval) |")
         else:
             rows.append(f"| {r['model']} | {r['precision']} | {r['batch_size']} | - | - | - | {r['status']}: {r['reason']} |")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchrunner import stats
+from benchrunner import results, stats
 from benchrunner.workload import Workload
 
 
@@ -19,19 +19,27 @@ def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: 
     losses = losses if losses is not None else [2.3, 2.2, 2.1, 2.0, 1.9, 1.8]
     # Synthetic data's wait: the next item of a Python generator, microseconds.
     input_waits = input_waits or [2e-6] * len(step_times)
+    workload = Workload.from_mapping({"model": model, "batch_size": batch_size, "warmup_steps": 2,
+                                      "measured_steps": len(step_times), **settings}).record()
     return {
         "kind": "rank-result",
-        "schema_version": 2,
+        "schema_version": 3,
         "run_id": run_id,
         "rank": rank,
         "size": size,
         "local_rank": 0,
         "local_size": 1,
         "host": host or f"node{rank + 1}",
-        "workload": Workload.from_mapping({"model": model, "batch_size": batch_size, "warmup_steps": 2,
-                                           "measured_steps": len(step_times), **settings}).record(),
+        "workload": workload,
+        "framework": workload["framework"],
+        # An image model: no FLOPs count, so no utilization; a text model's test adds both.
+        "model": {"name": model, "parameters": 1_000, "source": "benchrunner", "kind": "image"},
+        "flops": None,
+        "utilization": None,
+        "memory": {"peak_bytes": (100 + rank) * 1024 ** 2, "source": "ru_maxrss"},
         "metrics": {
-            "images_per_sec": batch_size * len(step_times) / sum(step_times),
+            "samples_per_sec": batch_size * len(step_times) / sum(step_times),
+            "unit": "images",
             "measured_s": sum(step_times),
             "step_time_s": stats.describe(step_times).as_dict(),
             "time_to_first_step_s": 4.0 + rank,
@@ -44,6 +52,7 @@ def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: 
         "step_times_s": step_times,
         "input_wait_s": input_waits,
         "losses": losses,
+        "grad_norms": [1.0] * len(losses),
         "device": {"asked_gpu": False, "trained_on": "/job:localhost/replica:0/task:0/device:CPU:0", "gpus_visible": 0},
         "provenance": {
             "benchrunner": {"version": "0.1.0", "git_commit": "abc123"},
@@ -68,6 +77,74 @@ def rank_document(rank: int = 0, size: int = 2, *, run_id: str = "run-1", host: 
             "environment": {"HOROVOD_FUSION_THRESHOLD": "67108864"},
         },
     }
+
+
+# A decoder's shape for FLOPs per token (6 x N + 12 x L x H x Q x T): non-embedding parameters, layers, heads, head_dim.
+TEXT_MODEL = {"N": 3_000_000, "L": 4, "H": 4, "Q": 32}
+# What a CPU has in benchrunner/peaks.py: nothing, so the GEMM probe is its only reference.
+CPU_PEAK_MISSING = "no peak for a CPU: benchrunner/peaks.py lists GPUs only"
+
+
+def text_rank_document(rank: int = 0, size: int = 2, *, sequence_length: int = 64, peak_tflops: float | None = None,
+                       probe_tflops: float | None = 0.5, **kwargs: Any) -> dict[str, Any]:
+    """A rank of a decoder trained by pytorch-ddp: tokens per second, its FLOPs and utilization; against a GPU's
+    peak where peak_tflops is given (an H100 SXM's), else a CPU's (no peak); probe_tflops None: no probe run."""
+    document = rank_document(rank, size, framework="pytorch-ddp", **kwargs)
+    workload = {key: value for key, value in document["workload"].items() if key not in ("image_size", "num_classes")}
+    workload |= {"model": "llama-tiny", "sequence_length": sequence_length, "gradient_accumulation_steps": 1,
+                 "optimizer": "adamw", "weight_decay": 0.1}
+    step_times = document["step_times_s"]
+    tokens_per_sec = workload["batch_size"] * sequence_length * len(step_times) / sum(step_times)
+    terms = {**TEXT_MODEL, "T": sequence_length}
+    per_unit = 6 * terms["N"] + 12 * terms["L"] * terms["H"] * terms["Q"] * terms["T"]
+    tflops = per_unit * tokens_per_sec / 1e12
+    peak = peak_tflops and {"tflops": peak_tflops, "product": "NVIDIA H100 80GB HBM3", "form": "SXM",
+                            "source": "NVIDIA H100 Tensor Core GPU datasheet"}
+    probe = probe_tflops and {"tflops": probe_tflops, "size": 1024, "dtype": "float32", "repeats": 10, "seconds": 0.4,
+                              "device": "cpu"}
+    provenance = {key: value for key, value in document["provenance"].items() if key not in ("tensorflow", "horovod")}
+    return {**document, "workload": workload, "framework": "pytorch-ddp",
+            "model": {"name": "llama-tiny", "parameters": 4_000_000, "source": "benchrunner", "kind": "text"},
+            "metrics": {**document["metrics"], "samples_per_sec": tokens_per_sec, "unit": "tokens"},
+            "flops": {"per_unit": float(per_unit), "formula": "6*N + 12*L*H*Q*T", "terms": terms},
+            "utilization": {"model_tflops_per_device": tflops, "precision": "bf16" if peak else "fp32", "peak": peak,
+                            "peak_missing": None if peak else CPU_PEAK_MISSING,
+                            "mfu": tflops / peak_tflops if peak_tflops else None, "probe": probe,
+                            "mfu_vs_probe": tflops / probe_tflops if probe_tflops else None},
+            "provenance": {**provenance, "torch": {"version": "2.13.0", "cuda": None, "cudnn": None, "nccl": None,
+                                                   "backend": "gloo"}}}
+
+
+# What a rank result of v3 has that v2 did not, besides its throughput's name and unit.
+V3_ONLY = ("grad_norms", "flops", "utilization", "memory")
+
+
+def _v2_workload(record: dict[str, Any]) -> dict[str, Any]:
+    """A workload record with only the settings v2 recorded."""
+    known = results.schema(results.RANK_RESULT, 2)["$defs"]["workload"]["properties"]
+    return {key: value for key, value in record.items() if key in known}
+
+
+def as_v2(document: dict[str, Any]) -> dict[str, Any]:
+    """A v3 rank result of an image model as benchrunner wrote it at v2: images_per_sec, no unit, no model kind,
+    none of the v3 figures."""
+    metrics = {key: value for key, value in document["metrics"].items() if key not in ("samples_per_sec", "unit")}
+    model = {key: value for key, value in document["model"].items() if key != "kind"}
+    return {**{key: value for key, value in document.items() if key not in V3_ONLY}, "schema_version": 2,
+            "workload": _v2_workload(document["workload"]), "model": model,
+            "metrics": {**metrics, "images_per_sec": document["metrics"]["samples_per_sec"]}}
+
+
+def as_v2_summary(document: dict[str, Any]) -> dict[str, Any]:
+    """A v3 summary of an image model's run as benchrunner wrote it at v2: images/s, no per-device figures, no
+    utilization or memory."""
+    old = document["throughput"]
+    per_rank = [{**{key: value for key, value in r.items() if key != "samples_per_sec"}, "images_per_sec": r["samples_per_sec"]}
+                for r in old["per_rank"]]
+    rest = {key: value for key, value in document.items() if key not in ("utilization", "utilization_missing", "memory")}
+    return {**rest, "schema_version": 2, "workload": _v2_workload(document["workload"]),
+            "throughput": {"unit": "images/s", "total": old["total_per_sec"], "total_batch_means": old["total_batch_means"],
+                           "per_rank": per_rank}}
 
 
 def write_json(path: Path, document: Any) -> Path:

@@ -1,8 +1,8 @@
 import argparse
-import json
 import subprocess
 import sys
 
+import jsonschema
 import pytest
 
 from benchrunner import cli, results, summary
@@ -72,8 +72,13 @@ def test_help_lists_every_command(capsys):
         assert command in out
 
 
-def test_summary_schema_is_valid_json_schema():
-    assert json.loads(json.dumps(results.schema(results.SUMMARY)))["$id"].endswith("summary.v2.json")
+@pytest.mark.parametrize("kind", [results.RANK_RESULT, results.SUMMARY])
+def test_training_result_schemas_are_valid_json_schemas_at_every_readable_version(kind):
+    assert results.readable_versions(kind) == (2, 3)
+    for version in results.readable_versions(kind):
+        document = results.schema(kind, version)
+        jsonschema.Draft202012Validator.check_schema(document)
+        assert document["$id"] == f"benchrunner/{kind}.v{version}.json"
 
 
 def _bad_inputs(tmp_path, run_dir, make_rank):

@@ -33,7 +33,7 @@ def test_each_h100_run_passes_its_checks_on_the_gpu_it_asked_for(tmp_path, name)
     assert document["sanity"]["passed"], document["sanity"]
     checks = {c["name"]: c["detail"] for c in document["sanity"]["checks"]}
     assert checks["trained where asked"] == "every rank on its GPU"
-    assert round(document["throughput"]["total"], 1) == images_per_sec
+    assert round(document["throughput"]["total_per_sec"], 1) == images_per_sec and document["throughput"]["unit"] == "images"
     prov = document["provenance"]
     assert (prov["launcher"], prov["torch"]["launched_by"], prov["torch"]["compiled"]) == (launcher, launched_by,
                                                                                             compiled)

@@ -59,7 +59,7 @@ def check_run(output: Path, launched_by: str) -> list[dict[str, Any]]:
         assert (document["rank"], document["size"], document["local_rank"], document["local_size"]) == (rank, 2, rank, 2)
         assert document["framework"] == "pytorch-ddp" and document["model"]["name"] == "small_cnn"
         assert len(document["losses"]) == 4 and all(math.isfinite(loss) for loss in document["losses"])
-        assert len(document["step_times_s"]) == 3 and document["metrics"]["images_per_sec"] > 0
+        assert len(document["step_times_s"]) == 3 and document["metrics"]["samples_per_sec"] > 0
         assert document["device"] == {"asked_gpu": False, "trained_on": "cpu", "gpus_visible": 0}
         torch_record = document["provenance"]["torch"]
         assert (torch_record["backend"], torch_record["launched_by"], torch_record["compiled"]) == ("gloo", launched_by,

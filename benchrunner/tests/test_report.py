@@ -3,7 +3,7 @@ import json
 import pytest
 
 from benchrunner import cli, report, results, summary
-from documents import allreduce_document, rank_document
+from documents import allreduce_document, rank_document, text_rank_document
 
 # Step time per rank by (stack, GPUs): k8s is slower at 2 GPUs, and 2 GPUs scale at 80% on bare metal.
 STEP = {("baremetal", 1): 0.100, ("baremetal", 2): 0.125, ("k8s", 1): 0.100, ("k8s", 2): 0.136}
@@ -40,14 +40,24 @@ def rows(table, **match):
     return [row for row in table.rows if all(row[columns[k]] == v for k, v in match.items())]
 
 
+def cells(table, column, **match):
+    """One column's cells of the rows that match."""
+    return [row[table.header.index(column)] for row in rows(table, **match)]
+
+
 def test_throughput_statistics_are_over_repeats(results_dir):
     summaries, _ = report.load_runs(*results_dir)
     table = report.throughput_table(report.series(summaries, by_stack))
-    (row,) = rows(table, stack="baremetal", GPUs="2")
-    assert row[3] == "3"  # runs
-    assert float(row[4]) == pytest.approx(sum(2 * 32 / (0.125 * j) for j in (0.99, 1.0, 1.01)) / 3, abs=0.1)
-    low, high = (float(v) for v in row[7].split(" - "))
-    assert low < float(row[4]) < high
+    match = {"stack": "baremetal", "GPUs": "2"}
+    assert cells(table, "runs", **match) == ["3"]
+    assert cells(table, "unit", **match) == ["images/s"]
+    (mean,) = (float(v) for v in cells(table, "mean", **match))
+    assert mean == pytest.approx(sum(2 * 32 / (0.125 * j) for j in (0.99, 1.0, 1.01)) / 3, abs=0.1)
+    assert cells(table, "mean per device", **match) == [f"{mean / 2:.1f}"]
+    low, high = (float(v) for v in cells(table, "95% CI", **match)[0].split(" - "))
+    assert low < mean < high
+    # Image models have no FLOPs count: no MFU columns at all.
+    assert not any("MFU" in name for name in table.header)
 
 
 def test_scaling_efficiency_against_the_smallest_gpu_count(results_dir):
@@ -150,11 +160,11 @@ def test_a_campaign_report_reports_every_run_it_can_read_and_lists_the_others_fi
     captured = capsys.readouterr()
     intro = captured.out.split("\n\n")[1].splitlines()
     assert intro[0].startswith(f"could not read {truncated}: not JSON: "), intro
-    assert intro[1] == f"could not read {older}: schema_version 1 is not the supported 2", intro
+    assert intro[1] == f"could not read {older}: schema_version 1 is not the supported 2 or 3", intro
     assert intro[2] == "Campaign lab: 12 runs done, 1 failed, 2 done but unreadable, left out of this report."
     table = captured.out.split("## Throughput")[1].split("##")[0]
-    assert "| small_cnn synthetic b32 32px | baremetal | 1 | 2 |" in table
-    assert "| small_cnn synthetic b32 32px | k8s | 2 | 2 |" in table
+    assert "| small_cnn synthetic b32 32px | baremetal | 1 | images/s | 2 |" in table
+    assert "| small_cnn synthetic b32 32px | k8s | 2 | images/s | 2 |" in table
     assert "2 done run(s) could not be read" in captured.err
     html = (directory / "campaigns" / "lab" / "report.html").read_text()
     assert f"<p class='warn'>could not read {truncated}: not JSON" in html
@@ -186,7 +196,7 @@ def test_runs_that_differ_in_any_axis_get_rows_of_their_own(results_dir):
     for s in compressed:
         s["workload"]["fp16_allreduce"] = True
     table = report.throughput_table(report.series(summaries, by_stack))
-    assert [row[3] for row in rows(table, stack="baremetal", GPUs="2")] == ["1", "2"]
+    assert cells(table, "runs", stack="baremetal", GPUs="2") == ["1", "2"]
     assert {row[0] for row in rows(table, stack="baremetal", GPUs="2")} == {
         "small_cnn synthetic b32 32px fp16_allreduce=false", "small_cnn synthetic b32 32px fp16_allreduce=true"}
     assert report.grouping_lines(summaries, ()) == [
@@ -281,10 +291,10 @@ def test_the_campaign_table_shows_each_point_s_input_wait(tmp_path):
             results.save(results.RANK_RESULT, document, directory / run_id / "raw" / f"rank-{rank:05d}.json")
         results.save(results.SUMMARY, summary.summarize(directory / run_id), directory / run_id / "summary.json")
     summaries, _ = report.load_runs(directory, ["real-r0", "real-r1"])
-    (row,) = report.throughput_table(report.series(summaries, by_stack)).rows
-    assert row[9] == "30.0%"  # 20% and 40% of step time waited for input
+    # 20% and 40% of step time waited for input
+    assert cells(report.throughput_table(report.series(summaries, by_stack)), "input wait") == ["30.0%"]
     synthetic, _ = report.load_runs(*_one_synthetic_run(tmp_path))
-    assert report.throughput_table(report.series(synthetic, by_stack)).rows[0][9] == "0.0%"
+    assert cells(report.throughput_table(report.series(synthetic, by_stack)), "input wait") == ["0.0%"]
 
 
 def _one_synthetic_run(tmp_path):
@@ -305,3 +315,46 @@ def test_runs_summarized_before_the_training_settings_group_as_what_they_trained
     peer["workload"].update(preset="horovod_synthetic", momentum=0.0, lr_scaling="none")
     assert report.differing_axes([old, peer]).keys() >= {"momentum", "preset", "lr_scaling"}
     assert "preset=horovod_synthetic" in report.workload_label(peer["workload"])
+
+
+def test_a_campaign_shows_each_workload_in_its_unit_with_mfu_where_runs_have_it(results_dir):
+    directory, run_ids = results_dir
+    for repeat, peak in enumerate((989.4, 989.4)):
+        run_id = f"llama-r{repeat}"
+        for rank in range(2):
+            document = text_rank_document(rank, 2, run_id=run_id, peak_tflops=peak, step_times=[0.1 + 0.01 * repeat] * 4)
+            results.save(results.RANK_RESULT, document, directory / run_id / "raw" / f"rank-{rank:05d}.json")
+        results.save(results.SUMMARY, summary.summarize(directory / run_id), directory / run_id / "summary.json")
+    summaries, _ = report.load_runs(directory, [*run_ids, "llama-r0", "llama-r1"])
+    all_series = report.series(summaries, by_stack)
+    table = report.throughput_table(all_series)
+    text = {"workload": "pytorch-ddp llama-tiny synthetic b32 seq64"}
+    assert cells(table, "unit", **text) == ["tokens/s"]
+    assert set(cells(table, "unit", workload="small_cnn synthetic b32 32px")) == {"images/s"}
+    mfus = [s["utilization"]["mfu"]["mean"] for s in summaries if s["utilization"]]
+    assert cells(table, "MFU vs peak", **text) == [report.fraction(sum(mfus) / 2)]
+    probes = [s["utilization"]["mfu_vs_probe"]["mean"] for s in summaries if s["utilization"]]
+    assert cells(table, "MFU vs probe", **text) == [report.fraction(sum(probes) / 2)]
+    # Image runs have no FLOPs count: "-", and their pages say why.
+    assert set(cells(table, "MFU vs peak", workload="small_cnn synthetic b32 32px")) == {"-"}
+    totals = [s["throughput"]["total_per_sec"] for s in summaries if s["utilization"]]
+    assert cells(table, "mean per device", **text) == [f"{sum(totals) / 2 / 2:.1f}"]
+    scaling = report.scaling_table(all_series)
+    assert cells(scaling, "throughput", **text) == [f"{sum(totals) / 2:.1f} tokens/s"]
+    assert report.ratios(all_series, "baremetal")  # the image runs' stack ratios, the text runs have no k8s peer
+
+
+def test_no_ratio_or_statistic_mixes_units(results_dir):
+    summaries, _ = report.load_runs(*results_dir)
+    # As if k8s had counted tokens for the same workload: its ratio to bare metal would divide tokens by images.
+    for s in summaries:
+        if s["stack"] == "k8s":
+            s["throughput"]["unit"] = "tokens"
+    with pytest.raises(results.ResultError, match="k8s counts tokens, baremetal images: no ratio between runs of "
+                                                  "different units"):
+        report.ratios(report.series(summaries, by_stack), "baremetal")
+    # Nor does one series' statistic mix them: one of bare metal's three repeats in tokens.
+    (series,) = [s for s in report.series(summaries, by_stack) if s.variant == "baremetal"]
+    series.by_gpus[1][1]["throughput"]["unit"] = "tokens"
+    with pytest.raises(results.ResultError, match=r"runs count throughput in different units \(images, tokens\)"):
+        series.throughput(1)

@@ -15,8 +15,8 @@ def test_valid_rank_document_round_trips(tmp_path, make_rank):
 
 def test_missing_field_is_named(tmp_path, make_rank):
     document = make_rank()
-    del document["metrics"]["images_per_sec"]
-    with pytest.raises(results.ResultError, match="at metrics: 'images_per_sec' is a required property"):
+    del document["metrics"]["samples_per_sec"]
+    with pytest.raises(results.ResultError, match="at metrics: 'samples_per_sec' is a required property"):
         results.load(results.RANK_RESULT, write_json(tmp_path / "r.json", document))
 
 

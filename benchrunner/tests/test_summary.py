@@ -7,7 +7,7 @@ import pytest
 
 from benchrunner import cli, job_document, results, summary
 from benchrunner import workload as workload_module
-from documents import allreduce_document, rank_document
+from documents import CPU_PEAK_MISSING, allreduce_document, as_v2, rank_document, text_rank_document
 
 
 def checks_by_name(document):
@@ -17,9 +17,9 @@ def checks_by_name(document):
 def test_total_is_the_sum_of_every_rank(run_dir, make_rank):
     slow = make_rank(1, step_times=[0.2, 0.2, 0.2, 0.2])
     document = summary.summarize(run_dir(make_rank(0), slow))
-    per_rank = [r["images_per_sec"] for r in document["throughput"]["per_rank"]]
+    per_rank = [r["samples_per_sec"] for r in document["throughput"]["per_rank"]]
     assert per_rank == pytest.approx([320.0, 160.0])
-    assert document["throughput"]["total"] == pytest.approx(480.0)
+    assert document["throughput"]["total_per_sec"] == pytest.approx(480.0)
     assert document["ranks"] == 2
     assert document["hosts"] == ["node1", "node2"]
 
@@ -204,9 +204,9 @@ def test_a_synthetic_run_says_it_has_no_input_pipeline(run_dir, make_rank):
 
 
 def test_results_made_before_input_wait_and_the_new_settings_still_summarize(run_dir, make_rank):
-    ranks = real_data_ranks(make_rank, None, None)
+    ranks = [as_v2(rank) for rank in real_data_ranks(make_rank, None, None)]
     for rank in ranks:
-        del rank["input_wait_s"], rank["metrics"]["input_wait"]
+        del rank["input_wait_s"], rank["metrics"]["input_wait"], rank["framework"]
         for key in workload_module.BEFORE_RECORDED:
             del rank["workload"][key]
     document = summary.write(run_dir(*ranks))
@@ -370,3 +370,77 @@ def test_a_sweep_summarized_without_its_plot_gets_it_drawn_later(tmp_path):
     assert summary.draw_plots(tmp_path / "sweep")
     assert "![allreduce](plots/allreduce.png)" in (tmp_path / "sweep" / "report.md").read_text()
     assert not summary.draw_plots(tmp_path / "sweep")
+
+
+H100_BF16_DENSE = 989.4  # TFLOP/s, what text_rank_document's peak stands for (NVIDIA H100 SXM datasheet)
+
+
+def test_a_text_run_is_summarised_in_tokens_with_its_utilization(run_dir):
+    ranks = [text_rank_document(0, peak_tflops=H100_BF16_DENSE, step_times=[0.10, 0.11, 0.10, 0.12] * 3),
+             text_rank_document(1, peak_tflops=H100_BF16_DENSE, step_times=[0.10] * 12)]
+    directory = run_dir(*ranks)
+    document = summary.write(directory, plots=False)
+    figures = document["throughput"]
+    assert figures["unit"] == "tokens"
+    # Tokens: batch 32 x 64 tokens per step, over each rank's measured time.
+    rates = [32 * 64 * 12 / sum(r["step_times_s"]) for r in ranks]
+    assert [r["samples_per_sec"] for r in figures["per_rank"]] == pytest.approx(rates)
+    assert figures["total_per_sec"] == pytest.approx(sum(rates))
+    assert figures["per_device_per_sec"] == pytest.approx(sum(rates) / 2)
+    assert figures["per_device_batch_means"]["mean"] == pytest.approx(figures["total_batch_means"]["mean"] / 2)
+    assert figures["per_device_batch_means"]["n"] == figures["total_batch_means"]["n"] > 1
+    used = document["utilization"]
+    mfus = [r["utilization"]["mfu"] for r in ranks]
+    assert used["mfu"] == pytest.approx({"mean": sum(mfus) / 2, "minimum": min(mfus), "maximum": max(mfus)})
+    assert used["mfu"]["minimum"] < used["mfu"]["maximum"]
+    against_probe = [r["utilization"]["mfu_vs_probe"] for r in ranks]
+    assert used["mfu_vs_probe"]["mean"] == pytest.approx(sum(against_probe) / 2)
+    assert used["peak"] == ranks[0]["utilization"]["peak"] and used["peak_missing"] is None
+    assert (used["precision"], used["probe_tflops"], document["utilization_missing"]) == (
+        "bf16", {"mean": 0.5, "minimum": 0.5, "maximum": 0.5}, None)
+    # Rank 1 reached more memory (documents.py: 100 MiB + rank).
+    assert document["memory"] == {"peak_bytes": 101 * 1024 ** 2, "rank": 1, "sources": ["ru_maxrss"], "missing": None}
+    page = (directory / "report.md").read_text()
+    tflops = [r["utilization"]["model_tflops_per_device"] for r in ranks]
+    assert (f"throughput: {sum(rates):.1f} tokens/s (total over ranks)" in page
+            and f"; {sum(rates) / 2:.1f} tokens/s per device (95% CI " in page)
+    assert (f"utilization (bf16): model {sum(tflops) / 2:.3g} TFLOP/s (ranks {min(tflops):.3g} TFLOP/s - "
+            f"{max(tflops):.3g} TFLOP/s) per device; MFU {100 * sum(mfus) / 2:.3g}% (ranks {100 * min(mfus):.3g}% - "
+            f"{100 * max(mfus):.3g}%) of the "
+            "NVIDIA H100 80GB HBM3 SXM dense bf16 peak 989.4 TFLOP/s (NVIDIA H100 Tensor Core GPU datasheet); MFU vs "
+            f"probe {100 * sum(against_probe) / 2:.3g}%") in page
+    assert "peak memory: 101.0 MiB (rank 1, ru_maxrss)" in page
+    assert "| rank | host | tokens/s |" in page and "llama-tiny, synthetic data, batch 32/rank, seq64" in page
+
+
+def test_a_cpu_text_run_has_mfu_against_its_probe_only_and_says_why(run_dir):
+    directory = run_dir(text_rank_document(0), text_rank_document(1))
+    document = summary.write(directory, plots=False)
+    used = document["utilization"]
+    assert used["mfu"] is None and used["peak"] is None
+    assert used["peak_missing"] == f"ranks 0, 1: {CPU_PEAK_MISSING}"
+    assert used["mfu_vs_probe"]["mean"] > 0
+    assert f"MFU vs peak: - (ranks 0, 1: {CPU_PEAK_MISSING}); MFU vs probe " in (directory / "report.md").read_text()
+
+
+def test_a_rank_without_a_probe_leaves_the_run_without_mfu_against_it(run_dir):
+    document = summary.summarize(run_dir(text_rank_document(0), text_rank_document(1, probe_tflops=None)))
+    used = document["utilization"]
+    assert (used["probe_tflops"], used["mfu_vs_probe"]) == (None, None)
+    assert used["probe_missing"] == "rank 1: no GEMM probe recorded"
+
+
+def test_an_image_run_says_why_it_has_no_utilization(run_dir, make_rank):
+    directory = run_dir(make_rank(0), make_rank(1))
+    document = summary.write(directory, plots=False)
+    assert document["utilization"] is None
+    assert document["utilization_missing"] == f"ranks 0, 1: {summary.NO_FLOPS}"
+    assert f"utilization: none (ranks 0, 1: {summary.NO_FLOPS})" in (directory / "report.md").read_text()
+
+
+def test_ranks_counting_different_units_are_refused(run_dir, make_rank):
+    directory = run_dir(make_rank(0), text_rank_document(1))
+    with pytest.raises(results.ResultError, match=r"ranks count throughput in different units \(rank 0: images, "
+                                                  r"rank 1: tokens\): no total adds them up"):
+        summary.write(directory)
+    assert not (directory / summary.SUMMARY_JSON).exists()

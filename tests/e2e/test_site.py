@@ -34,9 +34,9 @@ def test_two_ranks_on_two_hosts(latest_summary):
 
 
 def test_throughput_is_the_sum_of_positive_per_rank_rates(latest_summary):
-    per_rank = [r["images_per_sec"] for r in latest_summary["throughput"]["per_rank"]]
+    per_rank = [r["samples_per_sec"] for r in latest_summary["throughput"]["per_rank"]]
     assert all(rate > 0 for rate in per_rank)
-    assert latest_summary["throughput"]["total"] == pytest.approx(sum(per_rank))
+    assert latest_summary["throughput"]["total_per_sec"] == pytest.approx(sum(per_rank))
 
 
 def test_run_passed_its_sanity_checks(latest_summary):

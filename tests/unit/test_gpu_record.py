@@ -59,7 +59,8 @@ def test_a_cpu_dry_run_records_everything_but_the_gpu(tmp_path):
     assert [(p["model"], p["precision"], p["batch_size"]) for p in points] == [("small_cnn", "fp32", 8),
                                                                                ("small_cnn", "fp32", 16)]
     for point in points:
-        assert point["status"] == "ok" and point["images_per_sec"] > 0 and point["window"].startswith("window:")
+        assert point["status"] == "ok" and point["samples_per_sec"] > 0 and point["window"].startswith("window:")
+        assert point["unit"] == "images"
         rank = json.loads((out / "runs" / point["id"] / "raw" / "rank-00000.json").read_text())
         # Started by torchrun, and recorded as such; its start is kept by stage.
         assert (rank["provenance"]["launcher"], rank["provenance"]["torch"]["launched_by"]) == ("torchrun", "torchrun")
@@ -68,7 +69,8 @@ def test_a_cpu_dry_run_records_everything_but_the_gpu(tmp_path):
     numbers = (out / "numbers.md").read_text()
     rows = [line for line in numbers.splitlines() if line.startswith("| small_cnn |")]
     assert len(rows) == 2 and all(" | ok" in row for row in rows)
-    assert "| model | precision | batch | images/s | 95% CI |" in numbers
+    assert "| model | precision | batch | per second | 95% CI |" in numbers
+    assert all(" images | " in row for row in rows)
 
 
 def test_no_nvidia_smi_stops_the_record_saying_so(tmp_path):

@@ -89,7 +89,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     with _beating(args):
         document = frameworks.get(workload.framework).train(workload, workload.settings, _context(args))
     print(f"rank {document['rank']}/{document['size']} on {document['host']}: "
-          f"{document['metrics']['images_per_sec']:.1f} images/s")
+          f"{document['metrics']['samples_per_sec']:.1f} {report.per_sec(document['metrics']['unit'])}")
     return 0
 
 

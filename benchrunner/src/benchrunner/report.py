@@ -29,7 +29,7 @@ SWEEP_PLOT = f"{PLOTS_DIR}/allreduce.png"
 # The first present of these is what the other stacks are measured against.
 REFERENCE_ORDER = ("baremetal", "slurm", "k8s")
 # Always in a row's name; any other axis is named only where runs differ in it.
-LABEL_AXES = ("framework", "model", "data", "batch_size", "image_size", "precision", "xla")
+LABEL_AXES = ("framework", "model", "data", "batch_size", "image_size", "sequence_length", "precision", "xla")
 # The launcher comes with the stack (srun with Slurm, an MPIJob with Kubernetes): a stack ratio may differ in it.
 STACK_BOUND_AXES = ("launcher",)
 # Versions that name the measuring tool's build, not the system measured: shown, never a reason to split runs.
@@ -63,8 +63,39 @@ class Series:
         """What a run of another stack must match for a ratio: every axis but those that come with the stack."""
         return tuple(item for item in self.axes if item[0] not in STACK_BOUND_AXES)
 
+    @property
+    def unit(self) -> str:
+        """What the series' runs count (images, tokens): one unit, or no figure adds them up."""
+        return one_unit([s for runs in self.by_gpus.values() for s in runs], self.workload)
+
     def throughput(self, gpus: int) -> stats.Summary:
-        return stats.describe([s["throughput"]["total"] for s in self.by_gpus[gpus]])
+        runs = self.by_gpus[gpus]
+        one_unit(runs, self.workload)
+        return stats.describe([s["throughput"]["total_per_sec"] for s in runs])
+
+
+def one_unit(summaries: list[dict[str, Any]], what: str) -> str:
+    """The one unit these runs' throughput is in; runs in different units are refused, never added or divided."""
+    units = sorted({s["throughput"]["unit"] for s in summaries})
+    if len(units) != 1:
+        raise results.ResultError(f"{what}: runs count throughput in different units ({', '.join(units)}): "
+                                  "no figure compares them")
+    return units[0]
+
+
+def fraction(value: float) -> str:
+    """A utilization as a percentage, with three significant digits: 41.3%, and a CPU's 0.0412% is not shown as 0."""
+    return f"{100 * value:.3g}%"
+
+
+def per_sec(unit: str) -> str:
+    """A throughput's unit as a reader takes it in: images/s, tokens/s."""
+    return f"{unit}/s"
+
+
+def input_shape(workload: dict[str, Any]) -> str:
+    """What one sample is: an image's size, or a sequence's length in tokens."""
+    return f"{workload['image_size']}px" if "image_size" in workload else f"seq{workload['sequence_length']}"
 
 
 def cpu_only(summary: dict[str, Any]) -> bool:
@@ -86,7 +117,7 @@ def point(summary: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def workload_label(workload: dict[str, Any]) -> str:
-    label = f"{workload['model']} {workload['data']} b{workload['batch_size']} {workload['image_size']}px"
+    label = f"{workload['model']} {workload['data']} b{workload['batch_size']} {input_shape(workload)}"
     # The founding framework goes unnamed, so labels of runs from before there were two stay what they were.
     if workload.get("framework", frameworks.DEFAULT) != frameworks.DEFAULT:
         label = f"{workload['framework']} {label}"
@@ -184,8 +215,19 @@ def _ci(summary: stats.Summary) -> str:
     return f"{summary.ci95_low:.1f} - {summary.ci95_high:.1f}" if summary.n > 1 else "- (1 run)"
 
 
+def _mfu(runs: list[dict[str, Any]], figure: str) -> str:
+    """The mean over repeats of a run figure of utilization (mfu, mfu_vs_probe: each run's mean over its ranks), or
+    "-" where any run has none (its page says why)."""
+    values = [(s.get("utilization") or {}).get(figure) for s in runs]
+    if any(v is None for v in values):
+        return "-"
+    return fraction(stats.describe([v["mean"] for v in values]).mean)
+
+
 def throughput_table(all_series: list[Series]) -> Table:
     rows = []
+    # MFU columns only where some run measured utilization (image models have no FLOPs count yet).
+    measured = any(s.get("utilization") for series_ in all_series for runs in series_.by_gpus.values() for s in runs)
     for s in all_series:
         for gpus in sorted(s.by_gpus):
             t = s.throughput(gpus)
@@ -194,15 +236,22 @@ def throughput_table(all_series: list[Series]) -> Table:
             # The share of step time the rank that waited most spent waiting for input (summaries made before it
             # was measured have none).
             waits = [r["input"]["wait_fraction"] for r in runs if r.get("input", {}).get("wait_fraction") is not None]
-            rows.append((s.workload, s.variant, str(gpus), str(t.n), f"{t.mean:.1f}", f"{t.median:.1f}",
-                         f"{t.stdev:.1f}", _ci(t), f"{100 * (t.ci95_high - t.ci95_low) / 2 / t.mean:.1f}%",
+            rows.append((s.workload, s.variant, str(gpus), per_sec(s.unit), str(t.n), f"{t.mean:.1f}",
+                         f"{t.median:.1f}", f"{t.stdev:.1f}", _ci(t), f"{100 * (t.ci95_high - t.ci95_low) / 2 / t.mean:.1f}%",
+                         f"{t.mean / gpus:.1f}",
+                         *((_mfu(runs, "mfu"), _mfu(runs, "mfu_vs_probe")) if measured else ()),
                          f"{100 * stats.describe(waits).mean:.1f}%" if waits else "-",
                          f"{stats.describe(elapsed).mean:.1f}" if elapsed else "-",
                          f"{stats.describe([r['time_to_first_step_s'] for r in runs]).mean:.1f}"))
-    return Table("Throughput (images/s, total over ranks; statistics over repeats)",
-                 ("workload", "stack", "GPUs", "runs", "mean", "median", "stdev", "95% CI", "CI half-width",
+    return Table("Throughput (total over ranks, in each workload's unit; statistics over repeats)",
+                 ("workload", "stack", "GPUs", "unit", "runs", "mean", "median", "stdev", "95% CI", "CI half-width",
+                  "mean per device", *(("MFU vs peak", "MFU vs probe") if measured else ()),
                   "input wait", "job elapsed (s)", "time to first step (s)"), rows,
-                 "Input wait: the share of step time spent waiting for the next batch, on the rank that waited most "
+                 "Per device: the mean over GPUs (ranks). "
+                 + ("MFU: model FLOPs over the device's dense peak at the run's precision, and over what a GEMM "
+                    "probe reached on it, mean over ranks and repeats; - where a run has none (its page says why). "
+                    if measured else "")
+                 + "Input wait: the share of step time spent waiting for the next batch, on the rank that waited most "
                  "(mean over repeats); synthetic data has no input pipeline.")
 
 
@@ -215,8 +264,9 @@ def scaling_table(all_series: list[Series]) -> Table:
         for gpus in counts:
             mean = s.throughput(gpus).mean
             ideal = base_mean * gpus / base
-            rows.append((s.workload, s.variant, str(gpus), f"{mean:.1f}", f"{ideal:.1f}", f"{100 * mean / ideal:.1f}%"))
-    return Table("Scaling efficiency", ("workload", "stack", "GPUs", "images/s", "ideal (linear from the smallest count)",
+            rows.append((s.workload, s.variant, str(gpus), f"{mean:.1f} {per_sec(s.unit)}", f"{ideal:.1f}",
+                         f"{100 * mean / ideal:.1f}%"))
+    return Table("Scaling efficiency", ("workload", "stack", "GPUs", "throughput", "ideal (linear from the smallest count)",
                                         "efficiency"), rows,
                  "Efficiency = measured throughput / (throughput at the smallest GPU count x GPUs / that count).")
 
@@ -247,6 +297,9 @@ def ratios(all_series: list[Series], reference: str) -> list[Ratio]:
         ref = references.get(s.like_for_like)
         if s.variant == reference or ref is None:
             continue
+        if ref.unit != s.unit:
+            raise results.ResultError(f"{s.workload}: {s.variant} counts {s.unit}, {reference} {ref.unit}: no ratio "
+                                      "between runs of different units")
         for gpus in sorted(set(ref.by_gpus) & set(s.by_gpus)):
             a, b = ref.throughput(gpus), s.throughput(gpus)
             out.append(Ratio(s.workload, s.variant, gpus, *ratio(a, b), repeated=min(a.n, b.n) > 1))
@@ -362,7 +415,8 @@ def throughput_plot(all_series: list[Series], path: Path) -> Path:
     if max(means) > 10 * min(means):
         # Models an order of magnitude apart: a linear axis would flatten the slower ones.
         ax_t.set_yscale("log")
-    ax_t.set(xlabel="GPUs (ranks)", ylabel="images/s (total)", title="Throughput, 95% CI over repeats", xticks=counts)
+    units = ", ".join(sorted({per_sec(s.unit) for s in all_series}))
+    ax_t.set(xlabel="GPUs (ranks)", ylabel=f"{units} (total)", title="Throughput, 95% CI over repeats", xticks=counts)
     ax_e.set(xlabel="GPUs (ranks)", ylabel="scaling efficiency (%)", title="Scaling efficiency", ylim=(0, 110),
              xticks=counts)
     for ax in (ax_t, ax_e):

@@ -33,9 +33,10 @@ STALLED = "stalled"
 KINDS = (RANK_RESULT, SUMMARY, ALLREDUCE_RESULT, CAMPAIGN_STATE, NODE_VALIDATION, JOB, RAW_BANDWIDTH, STALLED)
 SCHEMA_VERSION = 2
 # Kinds whose schema has a version of its own; the others (and the campaign file) are at SCHEMA_VERSION.
-SCHEMA_VERSIONS = {JOB: 1, NODE_VALIDATION: 4, STALLED: 1}
+# Training results are at 3: throughput in samples of the workload's unit (images, tokens), not images only.
+SCHEMA_VERSIONS = {JOB: 1, NODE_VALIDATION: 4, STALLED: 1, RANK_RESULT: 3, SUMMARY: 3}
 # Older versions still read (validated against their own schema), for documents written before the current one.
-READ_VERSIONS = {NODE_VALIDATION: (2, 3)}
+READ_VERSIONS = {NODE_VALIDATION: (2, 3), RANK_RESULT: (2,), SUMMARY: (2,)}
 # What a run's raw/ holds: one file per rank for training, one file for an allreduce sweep (beside it, the link's
 # raw bandwidth where it was measured).
 SWEEP_JSON = "allreduce.json"
@@ -174,7 +175,52 @@ def save(kind: str, document: dict[str, Any], path: Path) -> None:
         logship.emit(path.name, text)
 
 
+# What a training result of v2 (images only) is read as: its throughput in samples of unit images.
+V2_UNIT = "images"
+V2_MODEL_KIND = "image"
+# Why a v2 summary has no utilization or memory: what its readers say in their place.
+V2_UNMEASURED = "summary v2, made before benchrunner measured it"
+
+
+def _rank_result_from_v2(document: dict[str, Any]) -> dict[str, Any]:
+    metrics = {key: value for key, value in document["metrics"].items() if key != "images_per_sec"}
+    upgraded = {**document, "metrics": {**metrics, "samples_per_sec": document["metrics"]["images_per_sec"],
+                                        "unit": V2_UNIT}}
+    if "model" in document:
+        upgraded["model"] = {**document["model"], "kind": V2_MODEL_KIND}
+    return upgraded
+
+
+def _summary_from_v2(document: dict[str, Any]) -> dict[str, Any]:
+    old = document["throughput"]
+    ranks = document["ranks"]
+    spread = old.get("total_batch_means")
+    throughput = {
+        "unit": V2_UNIT, "total_per_sec": old["total"], "per_device_per_sec": old["total"] / ranks,
+        "total_batch_means": spread,
+        # Every figure of a description scales with its values, so the per-device spread is the total's over ranks.
+        "per_device_batch_means": spread and {key: value if key == "n" else value / ranks
+                                              for key, value in spread.items()},
+        "per_rank": [{**{key: value for key, value in r.items() if key != "images_per_sec"},
+                      "samples_per_sec": r["images_per_sec"]} for r in old["per_rank"]],
+    }
+    return {**document, "throughput": throughput, "utilization": None, "utilization_missing": V2_UNMEASURED,
+            "memory": {"peak_bytes": None, "rank": None, "sources": [], "missing": V2_UNMEASURED}}
+
+
+# How a document of an older version is read: as the current version's shape, so no reader asks which version it
+# has. The view keeps the schema_version it was written with, so a reader can still tell (and it is not saved back).
+_UPGRADES = {(RANK_RESULT, 2): _rank_result_from_v2, (SUMMARY, 2): _summary_from_v2}
+
+
+def upgrade(kind: str, document: dict[str, Any]) -> dict[str, Any]:
+    """A validated document as its kind's current version reads: older versions' fields under their current names."""
+    step = _UPGRADES.get((kind, document.get("schema_version")))
+    return step(document) if step else document
+
+
 def load(kind: str, path: Path) -> dict[str, Any]:
+    """A result file, validated against its own version's schema, in the current version's shape (upgrade)."""
     try:
         document = strict_loads(Path(path).read_text())
     except OSError as exc:
@@ -186,7 +232,7 @@ def load(kind: str, path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise ResultError(f"{path}: expected a JSON object")
     validate(kind, document, str(path))
-    return document
+    return upgrade(kind, document)
 
 
 def kind_of(document: Any) -> str:

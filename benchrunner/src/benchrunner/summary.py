@@ -6,6 +6,7 @@ import datetime as dt
 import math
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,13 +185,121 @@ def _nodes(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(nodes.values())
 
 
-def _total_batch_means(ranks: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The run's total throughput per batch of consecutive steps (each rank's batch size over its batch's mean step
-    time, summed over ranks), described: its spread and interval. None when ranks measured different step counts."""
+def _units_per_step(rank: dict[str, Any]) -> int:
+    """What the rank processed per measured step, in its unit: a whole number its throughput was computed from
+    (samples_per_sec = units per step x steps / measured_s), so the record of any version gives it back."""
+    metrics = rank["metrics"]
+    return round(metrics["samples_per_sec"] * metrics["measured_s"] / len(rank["step_times_s"]))
+
+
+def _batch_means(ranks: list[dict[str, Any]], per: int = 1) -> dict[str, Any] | None:
+    """The run's total throughput per batch of consecutive steps (each rank's units per step over its batch's mean
+    step time, summed over ranks), divided by `per`, described: its spread and interval. None when ranks measured
+    different step counts."""
     if len({len(r["step_times_s"]) for r in ranks}) != 1:
         return None
-    per_rank = [[r["workload"]["batch_size"] / t for t in stats.batch_means(r["step_times_s"])] for r in ranks]
-    return stats.describe([sum(batch) for batch in zip(*per_rank)]).as_dict()
+    per_rank = [[_units_per_step(r) / t for t in stats.batch_means(r["step_times_s"])] for r in ranks]
+    return stats.describe([sum(batch) / per for batch in zip(*per_rank)]).as_dict()
+
+
+def unit_of(ranks: list[dict[str, Any]]) -> str:
+    """The unit every rank counted in; ranks that count different units cannot be added up, and are refused."""
+    units = {r["metrics"]["unit"] for r in ranks}
+    if len(units) != 1:
+        raise results.ResultError("ranks count throughput in different units (" + ", ".join(
+            f"rank {r['rank']}: {r['metrics']['unit']}" for r in ranks) + "): no total adds them up")
+    return units.pop()
+
+
+def throughput(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's samples per second in its unit, total and per device (one rank, one device), with their spread."""
+    # The sum of what each rank measured, not rank 0 times the number of ranks.
+    total = sum(r["metrics"]["samples_per_sec"] for r in ranks)
+    return {
+        "unit": unit_of(ranks),
+        "total_per_sec": total,
+        "per_device_per_sec": total / len(ranks),
+        "total_batch_means": _batch_means(ranks),
+        "per_device_batch_means": _batch_means(ranks, len(ranks)),
+        "per_rank": [{"rank": r["rank"], "host": r["host"], "samples_per_sec": r["metrics"]["samples_per_sec"],
+                      "step_time_s": r["metrics"]["step_time_s"],
+                      "step_time_batch_means_s": stats.describe(stats.batch_means(r["step_times_s"])).as_dict(),
+                      **({"input_wait": r["metrics"]["input_wait"]} if "input_wait" in r["metrics"] else {})}
+                     for r in ranks],
+    }
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"mean": math.fsum(values) / len(values), "minimum": min(values), "maximum": max(values)}
+
+
+def _ranks_text(ranks: list[dict[str, Any]]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r['rank']) for r in ranks)}"
+
+
+def _absent(ranks: list[dict[str, Any]], why: Any) -> str | None:
+    """Why some ranks have no figure: each distinct reason (why(rank)) with the ranks that gave it; None when all have
+    it (why gives None)."""
+    by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in ranks:
+        reason = why(r)
+        if reason:
+            by_reason[reason].append(r)
+    return "; ".join(f"{_ranks_text(members)}: {reason}" for reason, members in by_reason.items()) or None
+
+
+# Why a rank has no utilization: an image model has no FLOPs count yet (flops and utilization null); a result without
+# the key comes from a framework or a version of benchrunner that measured none.
+NO_FLOPS = "no FLOPs count for image models yet, so no model TFLOP/s or MFU"
+NOT_RECORDED = "recorded no utilization (a result made before benchrunner measured it, or a framework that does not)"
+
+
+def _no_utilization(rank: dict[str, Any]) -> str | None:
+    if rank.get("utilization") is not None:
+        return None
+    if "utilization" not in rank:
+        return NOT_RECORDED
+    model = rank["model"]
+    return NO_FLOPS if model["kind"] == "image" else f"no FLOPs count for {model['name']}, so no model TFLOP/s or MFU"
+
+
+def utilization(ranks: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """The ranks' utilization over the run (model TFLOP/s, MFU against the peak and against the probe, each as mean,
+    minimum and maximum over ranks), and why it is None where any rank has none. A figure some ranks lack is None
+    with the ranks' reasons, never the others' mean."""
+    missing = _absent(ranks, _no_utilization)
+    if missing:
+        return None, missing
+    used = [r["utilization"] for r in ranks]
+    precisions = {u["precision"] for u in used}
+    if len(precisions) != 1:
+        return None, "ranks used different precisions (" + ", ".join(sorted(precisions)) + ")"
+    peaks = {repr(u["peak"]) for u in used}
+    peak_missing = _absent(ranks, lambda r: r["utilization"]["peak_missing"])
+    if not peak_missing and len(peaks) != 1:
+        peak_missing = "ranks ran on devices with different peaks: each rank's MFU is against its own"
+    probe_missing = _absent(ranks, lambda r: None if r["utilization"]["probe"] else "no GEMM probe recorded")
+    return {
+        "precision": precisions.pop(),
+        "model_tflops_per_device": _spread([u["model_tflops_per_device"] for u in used]),
+        "peak": used[0]["peak"] if len(peaks) == 1 else None,
+        "peak_missing": peak_missing,
+        "mfu": None if any(u["mfu"] is None for u in used) else _spread([u["mfu"] for u in used]),
+        "probe_tflops": None if probe_missing else _spread([u["probe"]["tflops"] for u in used]),
+        "probe_missing": probe_missing,
+        "mfu_vs_probe": None if probe_missing else _spread([u["mfu_vs_probe"] for u in used]),
+    }, None
+
+
+def memory(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The highest peak memory of any rank and which rank reached it; None, with why, where any rank has none."""
+    missing = _absent(ranks, lambda r: "recorded no peak memory" if "memory" not in r else
+                      None if r["memory"]["peak_bytes"] is not None else f"{r['memory']['source']} gave no figure")
+    sources = sorted({r["memory"]["source"] for r in ranks if "memory" in r})
+    if missing:
+        return {"peak_bytes": None, "rank": None, "sources": sources, "missing": missing}
+    highest = max(ranks, key=lambda r: r["memory"]["peak_bytes"])
+    return {"peak_bytes": highest["memory"]["peak_bytes"], "rank": highest["rank"], "sources": sources, "missing": None}
 
 
 def _started(ranks: list[dict[str, Any]]) -> str:
@@ -232,9 +341,10 @@ def summarize(run_dir: Path) -> dict[str, Any]:
     checks = sanity_checks(ranks)
     launched = [r["metrics"]["launched_at"] for r in ranks if r["metrics"].get("launched_at")]
     finished = max(r["metrics"]["finished_at"] for r in ranks)
+    used, unused = utilization(ranks)
     return {
         "kind": results.SUMMARY,
-        "schema_version": results.SCHEMA_VERSION,
+        "schema_version": results.version_of(results.SUMMARY),
         "run_id": rank0["run_id"],
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "started_at": _started(ranks),
@@ -245,17 +355,10 @@ def summarize(run_dir: Path) -> dict[str, Any]:
         # Settings a result predates are filled in as benchrunner then ran, so old and new runs compare on them.
         "workload": workload_module.complete_record(rank0["workload"]),
         "input": input_figures(rank0["workload"], ranks),
-        "throughput": {
-            "unit": "images/s",
-            # The sum of what each rank measured, not rank 0 times the number of ranks.
-            "total": sum(r["metrics"]["images_per_sec"] for r in ranks),
-            "total_batch_means": _total_batch_means(ranks),
-            "per_rank": [{"rank": r["rank"], "host": r["host"], "images_per_sec": r["metrics"]["images_per_sec"],
-                          "step_time_s": r["metrics"]["step_time_s"],
-                          "step_time_batch_means_s": stats.describe(stats.batch_means(r["step_times_s"])).as_dict(),
-                          **({"input_wait": r["metrics"]["input_wait"]} if "input_wait" in r["metrics"] else {})}
-                         for r in ranks],
-        },
+        "throughput": throughput(ranks),
+        "utilization": used,
+        "utilization_missing": unused,
+        "memory": memory(ranks),
         "elapsed_s": finished - min(launched) if launched else None,
         "time_to_first_step_s": max(r["metrics"]["time_to_first_step_s"] for r in ranks),
         **_startup(ranks),
@@ -298,15 +401,57 @@ def training_line(workload: dict[str, Any]) -> str:
 
 
 def throughput_line(summary: dict[str, Any]) -> str:
-    """The run's figure and its spread, saying what the spread is over."""
-    total = summary["throughput"]["total"]
-    spread = summary["throughput"].get("total_batch_means")
+    """The run's figure, total and per device, and its spread, saying what the spread is over."""
+    figures = summary["throughput"]
+    unit = report.per_sec(figures["unit"])
+    total, spread, device = figures["total_per_sec"], figures["total_batch_means"], figures["per_device_batch_means"]
+    per_device = f"{figures['per_device_per_sec']:.1f} {unit} per device"
     if not spread or spread["n"] < 2:
-        return f"throughput: {total:.1f} images/s total over ranks; no spread (too few steps for batch means)"
+        return (f"throughput: {total:.1f} {unit} total over ranks, {per_device}; no spread (too few steps for batch "
+                "means)")
     half = (spread["ci95_high"] - spread["ci95_low"]) / 2
-    return (f"throughput: {total:.1f} images/s (total over ranks); spread over {spread['n']} batch means of "
+    return (f"throughput: {total:.1f} {unit} (total over ranks); spread over {spread['n']} batch means of "
             f"consecutive steps, not repeats: 95% CI {spread['ci95_low']:.1f} - {spread['ci95_high']:.1f} "
-            f"(+/- {100 * half / spread['mean']:.1f}%), stdev {spread['stdev']:.1f}")
+            f"(+/- {100 * half / spread['mean']:.1f}%), stdev {spread['stdev']:.1f}; {per_device} (95% CI "
+            f"{device['ci95_low']:.1f} - {device['ci95_high']:.1f})")
+
+
+def _over_ranks(spread: dict[str, float], shown: Callable[[float], str]) -> str:
+    """A figure's mean over ranks, and its range where ranks differ."""
+    mean, low, high = (shown(spread[key]) for key in ("mean", "minimum", "maximum"))
+    return mean + ("" if low == high else f" (ranks {low} - {high})")
+
+
+def _tflops(value: float) -> str:
+    return f"{value:.3g} TFLOP/s"
+
+
+def utilization_line(summary: dict[str, Any]) -> str:
+    """Model TFLOP/s per device and MFU against the peak and against the probe, or why the run has none."""
+    used = summary["utilization"]
+    if used is None:
+        return f"utilization: none ({summary['utilization_missing']})"
+    peak = used["peak"]
+    if used["mfu"] is None:
+        mfu = f"MFU vs peak: - ({used['peak_missing']})"
+    else:
+        against = (f"{peak['product']} {peak['form']} dense {used['precision']} peak {peak['tflops']:g} TFLOP/s "
+                   f"({peak['source']})" if peak else f"each rank's own peak: {used['peak_missing']}")
+        mfu = f"MFU {_over_ranks(used['mfu'], report.fraction)} of the {against}"
+    if used["mfu_vs_probe"] is None:
+        probe = f"MFU vs probe: - ({used['probe_missing']})"
+    else:
+        probe = (f"MFU vs probe {_over_ranks(used['mfu_vs_probe'], report.fraction)} of the GEMM probe's "
+                 f"{_over_ranks(used['probe_tflops'], _tflops)}")
+    return (f"utilization ({used['precision']}): model {_over_ranks(used['model_tflops_per_device'], _tflops)} per "
+            f"device; {mfu}; {probe}")
+
+
+def memory_line(summary: dict[str, Any]) -> str:
+    memory = summary["memory"]
+    if memory["peak_bytes"] is None:
+        return f"peak memory: not known ({memory['missing']})"
+    return f"peak memory: {_size(memory['peak_bytes'])} (rank {memory['rank']}, {', '.join(memory['sources'])})"
 
 
 def _size(count: float) -> str:
@@ -352,9 +497,11 @@ def previous_lines(run_dir: Path, summary: dict[str, Any]) -> list[str]:
                 "launcher, versions)")
     else:
         previous = max(earlier, key=lambda s: report.when(_when(s)))
-        before, now = previous["throughput"]["total"], summary["throughput"]["total"]
+        # The same point is the same model, so the same unit: one_unit refuses a pair that is not.
+        unit = report.per_sec(report.one_unit([previous, summary], f"run {summary['run_id']} and {previous['run_id']}"))
+        before, now = previous["throughput"]["total_per_sec"], summary["throughput"]["total_per_sec"]
         line = (f"previous run of this point: {previous['run_id']} ({report.day(_when(previous))}), {before:.1f} "
-                f"images/s; change since: {100 * (now / before - 1):+.1f}%"
+                f"{unit}; change since: {100 * (now / before - 1):+.1f}%"
                 + ("" if previous["sanity"]["passed"] else " (that run FAILED sanity)"))
     return [line, *report.unreadable_line(unreadable)]
 
@@ -367,13 +514,15 @@ def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
         f"not recorded (summarized {report.day(summary['created_at'])})")
     return [
         f"run date: {date}",
-        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {w['image_size']}px, {w['precision']}"
+        f"{w['model']}, {w['data']} data, batch {w['batch_size']}/rank, {report.input_shape(w)}, {w['precision']}"
         + "".join(f", {part}" for part in framework.model_settings(w))
         + ("" if w["framework"] == frameworks.DEFAULT else f" ({w['framework']})"),
         f"stack {summary['stack']}, launcher {summary['launcher']}, network {summary['network']}, "
         f"{summary['ranks']} ranks on {len(summary.get('nodes') or summary['hosts'])} nodes",
         hardware_line(summary),
         throughput_line(summary),
+        utilization_line(summary),
+        memory_line(summary),
         training_line(w),
         # Summaries written before the input wait was measured have no "input".
         "input: " + summary.get("input", {}).get("verdict", "not recorded (summary made before input wait)")
@@ -388,15 +537,15 @@ def _intro(summary: dict[str, Any], run_dir: Path | None = None) -> list[str]:
 
 
 def _tables(summary: dict[str, Any]) -> list[report.Table]:
-    ranks = [(str(r["rank"]), r["host"], f"{r['images_per_sec']:.1f}", f"{r['step_time_s']['mean']:.4f}",
+    ranks = [(str(r["rank"]), r["host"], f"{r['samples_per_sec']:.1f}", f"{r['step_time_s']['mean']:.4f}",
               f"{r['step_time_s']['stdev']:.4f}", f"{100 * r['step_time_s']['stdev'] / r['step_time_s']['mean']:.1f}%",
               _batch_ci(r)) for r in summary["throughput"]["per_rank"]]
-    ranks.append(("total", "", f"{summary['throughput']['total']:.1f}", "", "", "", ""))
+    ranks.append(("total", "", f"{summary['throughput']['total_per_sec']:.1f}", "", "", "", ""))
     shown = report.shown_versions([summary])
     versions = [(name, str(value) if value is not None else "-") for name, value in summary["versions"].items()
                 if name in shown]
-    return [report.Table("Ranks", ("rank", "host", "images/s", "step time mean (s)", "step time stdev (s)",
-                                   "step time CV", "mean's 95% CI, batch means (s)"), ranks,
+    return [report.Table("Ranks", ("rank", "host", report.per_sec(summary["throughput"]["unit"]), "step time mean (s)",
+                                   "step time stdev (s)", "step time CV", "mean's 95% CI, batch means (s)"), ranks,
                          "The interval is over the means of up to 10 consecutive batches of steps, since consecutive "
                          "steps are not independent."),
             *_input_table(summary),

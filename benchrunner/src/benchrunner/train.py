@@ -130,7 +130,9 @@ def measurements(workload: Workload, measured: Measurement, context: RunContext,
     step_times = measured.step_times
     return {
         "metrics": {
-            "images_per_sec": workload.batch_size * len(step_times) / measured.measured_s,
+            # Each measured step is one optimizer step: units_per_step() counts its micro-batches and tokens.
+            "samples_per_sec": workload.units_per_step() * len(step_times) / measured.measured_s,
+            "unit": workload.unit,
             "measured_s": measured.measured_s,
             "step_time_s": stats.describe(step_times).as_dict(),
             "time_to_first_step_s": measured.first_step_done - (context.launched_at or PROCESS_STARTED_AT),

@@ -111,7 +111,7 @@ def test_benchrunner_trains_one_rank_and_writes_a_valid_result(host):
     document = json.loads(result.content_string)
     assert document["size"] == 1
     assert len(document["step_times_s"]) == 3
-    assert document["metrics"]["images_per_sec"] > 0
+    assert document["metrics"]["samples_per_sec"] > 0 and document["metrics"]["unit"] == "images"
     assert document["provenance"]["tensorflow"]["version"] == "2.15.1"
     assert document["provenance"]["launcher"] == "mpirun"
 

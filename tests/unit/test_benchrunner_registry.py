@@ -38,13 +38,19 @@ def role_options() -> dict:
     return yaml.safe_load(ROLE_SPECS.read_text())["argument_specs"]["main"]["options"]
 
 
+def enum_of(schema: dict, node: dict) -> list:
+    """A node's enum, through a reference to the schema's own $defs."""
+    reference = node.get("$ref")
+    return schema["$defs"][reference.removeprefix("#/$defs/")]["enum"] if reference else node["enum"]
+
+
 def test_the_schemas_name_exactly_the_registered_launchers_and_frameworks():
     defs = results.schema(results.CAMPAIGN)["$defs"]
     assert sorted(defs["launcher"]["enum"]) == sorted(launchers.names())
     assert sorted(defs["framework"]["enum"]) == sorted(frameworks.names())
     rank = results.schema(results.RANK_RESULT)
-    assert sorted(rank["properties"]["framework"]["enum"]) == sorted(frameworks.names())
-    assert sorted(rank["$defs"]["workload"]["properties"]["framework"]["enum"]) == sorted(frameworks.names())
+    assert sorted(enum_of(rank, rank["properties"]["framework"])) == sorted(frameworks.names())
+    assert sorted(enum_of(rank, rank["$defs"]["workload"]["properties"]["framework"])) == sorted(frameworks.names())
     assert sorted(results.schema(results.ALLREDUCE_RESULT)["properties"]["framework"]["enum"]) == sorted(
         frameworks.names())
 
@@ -87,12 +93,12 @@ def test_every_framework_declares_its_contract():
         assert set(module.BEFORE_RECORDED) <= set(frameworks.setting_names(name)), name
 
 
-def test_no_two_frameworks_share_a_setting_name():
-    seen: dict[str, str] = {}
-    for name in frameworks.names():
-        for setting in frameworks.setting_names(name):
-            assert setting not in seen, f"{setting} of {name} is also {seen[setting]}'s"
-            seen[setting] = name
+def test_a_setting_of_several_frameworks_is_declared_once_by_a_settings_class_they_all_extend():
+    for setting in {setting for name in frameworks.names() for setting in frameworks.setting_names(name)}:
+        owners = [frameworks.get(name).Settings for name in frameworks.owners_of(setting)]
+        shared = set.intersection(*(set(owner.__mro__) for owner in owners))
+        declaring = [base for base in shared if setting in getattr(base, "__annotations__", {})]
+        assert len(declaring) == 1, (setting, [owner.__module__ for owner in owners])
 
 
 def _leaf_names(mapping: dict, prefix: str = "") -> set[str]:

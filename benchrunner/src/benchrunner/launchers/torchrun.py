@@ -14,14 +14,14 @@ import sys
 import time
 from pathlib import Path
 
-from benchrunner.frameworks import pytorch_ddp
+from benchrunner.frameworks import pytorch_ddp, pytorch_fsdp
 from benchrunner.launchers import Job, Options, host_slots
 from benchrunner.rank_env import LAUNCHED_AT_ENV
 
 NAME = "torchrun"
 STACKS = ("baremetal",)
 DEFAULT_FOR = ()
-FRAMEWORKS = (pytorch_ddp.NAME,)
+FRAMEWORKS = (pytorch_ddp.NAME, pytorch_fsdp.NAME)
 RANK_VARIABLES = "torchrun"
 NEEDS = frozenset({"hosts"})
 USES_HOSTS = True

@@ -32,7 +32,8 @@ def nccl_version(torch: Any) -> str | None:
 
 
 def collect(torch: Any, placement: Placement, backend: str, context: RunContext, *,
-            compiled: bool = False) -> dict[str, Any]:
+            compiled: bool = False, training: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The rank's build and host; `training`: how its framework's wrapper and optimizer took the settings."""
     return {
         "benchrunner": {"version": __version__, "git_commit": context.git_commit},
         "python": platform.python_version(),
@@ -45,6 +46,7 @@ def collect(torch: Any, placement: Placement, backend: str, context: RunContext,
             "backend": backend,
             "compiled": compiled,
             "launched_by": placement.source,
+            **({} if training is None else {"training": training}),
         },
         "cuda_toolkit": provenance.cuda_toolkit(),
         "os": provenance.os_release(),

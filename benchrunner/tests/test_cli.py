@@ -68,7 +68,7 @@ def test_help_lists_every_command(capsys):
         cli.main(["--help"])
     out = capsys.readouterr().out
     for command in ("train", "allreduce", "dataset", "launch", "campaign", "summarize", "report", "compare",
-                    "schema-check", "deploy", "bench"):
+                    "schema-check", "models", "deploy", "bench"):
         assert command in out
 
 

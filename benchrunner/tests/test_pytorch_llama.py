@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from benchrunner import models
+from benchrunner import tokens as token_files
 from benchrunner.frameworks._torch import llama
 from benchrunner.frameworks._torch.models import parameter_count
 from benchrunner.models import llama as configs
@@ -66,8 +67,8 @@ def test_every_text_model_of_the_catalogue_has_a_preset():
 def test_the_tiny_preset_is_a_few_million_parameters_and_takes_byte_level_tokens():
     config = configs.config("llama-tiny")
     assert 1_000_000 < configs.parameters(config) < 10_000_000
-    # 256 bytes and an end-of-text token.
-    assert config.vocab_size >= 257
+    # The byte-level tokenizer's 256 bytes and its end-of-text token.
+    assert config.vocab_size >= token_files.tokenizer(token_files.BYTES).vocab_size == 257
 
 
 def test_a_tied_model_makes_its_logits_with_the_embedding_matrix():

@@ -59,3 +59,11 @@ def test_build_names_its_source_and_refuses_unknown_models():
     assert models.build("resnet50", 32, 3)[1] == expected
     with pytest.raises(ValueError, match="unknown model 'alexnet'"):
         models.build("alexnet", 32, 3)
+
+
+@pytest.mark.parametrize("name", sorted(name for name, spec in keras_models.MODELS.items() if spec.published_parameters))
+def test_the_catalogue_s_published_counts_are_those_of_the_own_definitions_at_their_input(name):
+    spec = keras_models.MODELS[name]
+    assert "1000 classes" in spec.published_source
+    assert models.parameter_count(models.OWN[name](*keras_models.catalogue_input(name))) == spec.published_parameters
+    assert models.parameter_count_on_meta(name) == spec.published_parameters

@@ -2,8 +2,9 @@ import argparse
 
 import pytest
 
-from benchrunner import frameworks, results
+from benchrunner import frameworks, models, results
 from benchrunner import workload as workload_module
+from benchrunner.models import llama as llama_models
 from benchrunner.workload import Workload
 
 
@@ -239,3 +240,58 @@ def test_records_made_before_a_setting_existed_read_as_benchrunner_then_ran():
     completed = workload_module.complete_record(old)
     assert (completed["optimizer"], completed["momentum"], completed["lr_scaling"]) == ("sgd", 0.9, "linear")
     assert Workload.from_mapping(completed) == Workload()
+
+
+def ddp(**values) -> Workload:
+    """A PyTorch DDP workload (a framework that builds text models) with the settings as given."""
+    return Workload(**values, framework="pytorch-ddp")
+
+
+def test_a_text_model_is_refused_by_a_framework_that_builds_no_text_model_naming_those_that_do():
+    builders = models.frameworks_for(TEXT_MODEL)
+    assert builders and frameworks.DEFAULT not in builders
+    with pytest.raises(ValueError, match=f"llama-tiny is a text model, which {frameworks.DEFAULT} does not build: "
+                                         f"use {' or '.join(builders)}"):
+        Workload(model=TEXT_MODEL).validate()
+    ddp(model=TEXT_MODEL).validate()
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"model": TEXT_MODEL, "image_size": 224},
+     "image_size shapes image models' input; llama-tiny is a text model: leave it out"),
+    ({"model": TEXT_MODEL, "image_size": 224, "num_classes": 1000},
+     "image_size, num_classes shape image models' input; llama-tiny is a text model: leave them out"),
+    ({"model": "resnet50", "sequence_length": 512},
+     "sequence_length shapes text models' input; resnet50 is an image model: leave it out"),
+    ({"model": "resnet50", "data": "tokens", "data_dir": "/data/tokens"},
+     "data 'tokens' feeds text models; resnet50 is an image model: use data 'synthetic' or 'images' or 'tfrecord'"),
+    ({"model": TEXT_MODEL, "data": "images", "data_dir": "/data/cxr"},
+     "data 'images' feeds image models; llama-tiny is a text model: use data 'synthetic' or 'tokens'"),
+    ({"model": TEXT_MODEL, "sequence_length": 0}, r"sequence length must be from 1 to 1048576 tokens \(got 0\)"),
+    ({"model": TEXT_MODEL, "sequence_length": 8192}, "sequence length 8192 is longer than the 4096 tokens llama-tiny "
+                                                     "takes"),
+    ({"model": TEXT_MODEL, "gradient_accumulation_steps": 0},
+     r"gradient accumulation steps must be from 1 to 4096 \(got 0\)"),
+])
+def test_settings_of_the_other_kind_and_impossible_sequences_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        ddp(**changes).validate()
+
+
+def test_the_longest_sequence_a_text_model_takes_is_accepted():
+    ddp(model=TEXT_MODEL, sequence_length=llama_models.config(TEXT_MODEL).max_seq_len).validate()
+
+
+def test_a_step_of_a_text_model_is_batch_times_accumulation_times_sequence_length_tokens():
+    text = ddp(model=TEXT_MODEL, batch_size=4, gradient_accumulation_steps=3, sequence_length=128)
+    text.validate()
+    assert (text.kind, text.unit, text.units_per_step()) == ("text", "tokens", 4 * 3 * 128)
+    image = ddp(model="resnet50", batch_size=32, gradient_accumulation_steps=2)
+    assert (image.kind, image.unit, image.units_per_step()) == ("image", "images", 64)
+
+
+def test_each_kind_records_its_own_input_settings_alone():
+    text = ddp(model=TEXT_MODEL, sequence_length=128).record()
+    assert text["sequence_length"] == 128 and "image_size" not in text and "num_classes" not in text
+    image = ddp(model="resnet50").record()
+    assert "sequence_length" not in image and (image["image_size"], image["num_classes"]) == (32, 10)

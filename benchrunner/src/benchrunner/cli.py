@@ -17,6 +17,7 @@ import yaml
 from benchrunner import (
     __version__,
     campaign,
+    catalogue,
     dataset,
     frameworks,
     gather,
@@ -35,7 +36,7 @@ from benchrunner import (
 )
 from benchrunner.launchers import srun
 from benchrunner.playbooks import BENCHMARK_TAG
-from benchrunner.workload import Workload, add_arguments
+from benchrunner.workload import MAX_SEQUENCE_LENGTH, Workload, add_arguments
 from benchrunner.workload import option_names as workload_option_names
 
 
@@ -153,6 +154,14 @@ def _image_dataset(args: argparse.Namespace) -> int:
 
         written = data.write_tfrecords(tf, directory, shards)
         print(f"{directory / dataset.TFRECORD_DIR}: {len(written)} TFRecord shards")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    if not 1 <= args.sequence_length <= MAX_SEQUENCE_LENGTH:
+        raise ValueError(f"--sequence-length must be from 1 to {MAX_SEQUENCE_LENGTH} tokens (got {args.sequence_length})")
+    listing = catalogue.document(args.sequence_length)
+    sys.stdout.write(results.dumps(listing) if args.json else catalogue.render(listing))
     return 0
 
 
@@ -617,6 +626,13 @@ def build_parser() -> argparse.ArgumentParser:
                                            f"{tokens.BYTES_END_OF_TEXT + 1}) or {tokens.TIKTOKEN}ENCODING where tiktoken "
                                            f"is installed; default: {tokens.BYTES}")
     p.set_defaults(func=cmd_dataset)
+
+    p = _command(sub, "models", help="list every model: its kind, the frameworks that build it, its parameters (built "
+                 "on the meta device) beside the published count, and text models' FLOPs per token")
+    p.add_argument("--sequence-length", type=int, default=catalogue.DEFAULT_SEQUENCE_LENGTH,
+                   help="tokens per sequence the FLOPs per token are counted at")
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.set_defaults(func=cmd_models)
 
     p = _command(sub, "launch", help="start a job on the cluster with one of the launchers (or print it: --dry-run)")
     group = p.add_argument_group("run (where results go and what they record)")

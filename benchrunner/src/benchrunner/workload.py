@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from benchrunner import frameworks, models
-from benchrunner.models import cnn
+from benchrunner.models import cnn, llama
 
 DATA_MODES = ("synthetic", "images", "tfrecord", "tokens")
 # The data modes that read a dataset of each kind; synthetic data is made for either.
@@ -153,6 +153,9 @@ class Workload:
         elif not 1 <= self.sequence_length <= MAX_SEQUENCE_LENGTH:
             problems.append(f"sequence length must be from 1 to {MAX_SEQUENCE_LENGTH} tokens (got "
                             f"{self.sequence_length})")
+        elif self.sequence_length > llama.config(self.model).max_seq_len:
+            problems.append(f"sequence length {self.sequence_length} is longer than the "
+                            f"{llama.config(self.model).max_seq_len} tokens {self.model} takes")
         return problems
 
     def _training_problems(self) -> list[str]:

@@ -5,7 +5,9 @@ run are counted from and the torch module built from the same shape must match."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from benchrunner import mfu
 from benchrunner.models import ModelSpec
 
 NAME = "llama"
@@ -107,3 +109,10 @@ def non_embedding_parameters(c: LlamaConfig) -> int:
 def parameters(c: LlamaConfig) -> int:
     """Every parameter, as the torch module holds them (a tied matrix once)."""
     return non_embedding_parameters(c) + (0 if c.tied_embeddings else c.vocab_size * c.dim)
+
+
+
+def flops(c: LlamaConfig, sequence_length: int) -> dict[str, Any]:
+    """The model FLOPs per token trained at the sequence length, with the formula and its terms, as a result records
+    them (benchrunner.mfu's count, from this shape)."""
+    return mfu.flops_per_token(non_embedding_parameters(c), c.n_layers, c.n_heads, c.head_dim, sequence_length)

@@ -13,9 +13,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchrunner.models.cnn import MIN_IMAGE_SIZE, MODELS
+from benchrunner.frameworks._torch import llama
+from benchrunner.models import get as spec_of
+from benchrunner.models.cnn import MIN_IMAGE_SIZE, MODELS, catalogue_input
 
-__all__ = ["MIN_IMAGE_SIZE", "OWN", "build", "parameter_count"]
+__all__ = ["MIN_IMAGE_SIZE", "OWN", "build", "parameter_count", "parameter_count_on_meta"]
 
 
 def parameter_count(module: nn.Module) -> int:
@@ -241,3 +243,12 @@ def build(name: str, image_size: int, classes: int) -> tuple[nn.Module, str]:
         else:
             return TORCHVISION[name](torchvision, classes), "torchvision"
     return OWN[name](image_size, classes), "benchrunner"
+
+
+def parameter_count_on_meta(name: str) -> int:
+    """Any model of the catalogue built on the meta device, which allocates nothing, and its parameters counted:
+    image models at the input their catalogue count is for (benchrunner.models.cnn.catalogue_input)."""
+    with torch.device("meta"):
+        if spec_of(name).kind == "text":
+            return parameter_count(llama.build(name))
+        return parameter_count(build(name, *catalogue_input(name))[0])

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from test_pytorch_ranks import free_port, rank_environment
 
 RANK_PROGRAM = Path(__file__).with_name("fsdp_parity_rank.py")
@@ -45,7 +44,7 @@ def close(ours: list[float], theirs: list[float], rtol: float) -> bool:
 
 
 @pytest.mark.parametrize(("case", "rtol"), [("sgd", FP32_RTOL), ("adamw", FP32_RTOL), ("accumulation", FP32_RTOL),
-                                            ("bf16", BF16_RTOL)])
+                                            ("bf16", BF16_RTOL), ("image", FP32_RTOL)])
 def test_fsdp_gives_ddps_loss_and_gradient_norm_every_step(ranks, case, rtol):
     for rank in ranks:
         ddp, fsdp = rank["runs"][f"{case}/pytorch-ddp"], rank["runs"][f"{case}/pytorch-fsdp"]
@@ -75,6 +74,16 @@ def test_activation_checkpointing_recomputes_the_same_gradients(ranks, mode, blo
         assert (plain["checkpointed_blocks"], checkpointed["checkpointed_blocks"]) == (0, blocks)
         assert close(checkpointed["grad_norms"], plain["grad_norms"], FP32_RTOL)
         assert close(checkpointed["losses"], plain["losses"], FP32_RTOL)
+
+
+@pytest.mark.parametrize(("nodes", "mesh"), [("one-node", {"replicate": 1, "shard": 2}),
+                                           ("two-nodes", {"replicate": 2, "shard": 1})])
+def test_hsdp_gives_ddps_loss_and_gradient_norm_sharded_or_replicated(ranks, nodes, mesh):
+    for rank in ranks:
+        ddp, hsdp = rank["runs"]["sgd/pytorch-ddp"], rank["runs"][f"hsdp-{nodes}/pytorch-fsdp"]
+        assert hsdp["record"]["mesh"] == mesh
+        assert close(hsdp["grad_norms"], ddp["grad_norms"], FP32_RTOL)
+        assert close(hsdp["losses"], ddp["losses"], FP32_RTOL)
 
 
 def test_the_wrappers_record_how_they_took_the_settings(ranks):

@@ -25,17 +25,22 @@ TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
 RANK_PROGRAM = """
 import json, sys
 from pathlib import Path
-from benchrunner.frameworks import pytorch_ddp
+from benchrunner import frameworks
 from benchrunner.train import RunContext
 from benchrunner.workload import Workload
 
 output, workload, settings = Path(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 context = RunContext(run_id="torch-ranks", output_dir=output, launcher=sys.argv[4])
-workload = Workload.from_mapping({**workload, **settings, "framework": pytorch_ddp.NAME})
-pytorch_ddp.train(workload, workload.settings, context)
-pytorch_ddp.allreduce(context, 8, 64 * 1024)
+workload = Workload.from_mapping({"framework": "pytorch-ddp", **workload, **settings})
+framework = frameworks.get(workload.framework)
+framework.train(workload, workload.settings, context)
+framework.allreduce(context, 8, 64 * 1024)
 """
 SMALL = {"model": "small_cnn", "image_size": 16, "batch_size": 4, "warmup_steps": 1, "measured_steps": 3}
+# llama-tiny (4 blocks of dim 256, 4,096 tokens) on sequences of 32 tokens, two micro-batches a step.
+TINY_TEXT = {"framework": "pytorch-fsdp", "model": "llama-tiny", "sequence_length": 32, "batch_size": 2,
+             "gradient_accumulation_steps": 2, "optimizer": "adamw", "learning_rate": 0.001, "weight_decay": 0.1,
+             "warmup_steps": 1, "measured_steps": 2}
 
 
 def rank_environment(**variables: str) -> dict[str, str]:
@@ -51,22 +56,27 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def check_run(output: Path, launched_by: str) -> list[dict[str, Any]]:
+def check_run(output: Path, launched_by: str, framework: str = "pytorch-ddp", model: str = "small_cnn",
+              steps: int = 4) -> list[dict[str, Any]]:
     ranks = [results.strict_loads((output / f"rank-{rank:05d}.json").read_text()) for rank in (0, 1)]
     sweep = results.strict_loads((output / results.SWEEP_JSON).read_text())
     for rank, document in enumerate(ranks):
         results.validate(results.RANK_RESULT, document)
         assert (document["rank"], document["size"], document["local_rank"], document["local_size"]) == (rank, 2, rank, 2)
-        assert document["framework"] == "pytorch-ddp" and document["model"]["name"] == "small_cnn"
-        assert len(document["losses"]) == 4 and all(math.isfinite(loss) for loss in document["losses"])
-        assert len(document["step_times_s"]) == 3 and document["metrics"]["samples_per_sec"] > 0
+        assert document["framework"] == framework and document["model"]["name"] == model
+        assert len(document["losses"]) == steps and all(math.isfinite(loss) for loss in document["losses"])
+        assert len(document["grad_norms"]) == steps and all(norm > 0 for norm in document["grad_norms"])
+        assert len(document["step_times_s"]) == steps - 1 and document["metrics"]["samples_per_sec"] > 0
+        assert document["memory"]["source"] == "ru_maxrss" and document["memory"]["peak_bytes"] > 10 * 2 ** 20
         assert document["device"] == {"asked_gpu": False, "trained_on": "cpu", "gpus_visible": 0}
         torch_record = document["provenance"]["torch"]
         assert (torch_record["backend"], torch_record["launched_by"], torch_record["compiled"]) == ("gloo", launched_by,
                                                                                                     False)
         assert not {"tensorflow", "horovod"} & set(document["provenance"])
+    # The gradient norm is the global one, the same on every rank.
+    assert ranks[0]["grad_norms"] == ranks[1]["grad_norms"]
     results.validate(results.ALLREDUCE_RESULT, sweep)
-    assert sweep["framework"] == "pytorch-ddp" and sweep["ranks"] == 2
+    assert sweep["framework"] == framework and sweep["ranks"] == 2
     assert [point["bytes"] for point in sweep["points"]] == [2 ** n for n in range(3, 17)]
     for operation in ("all_gather", "reduce_scatter"):
         outcome = sweep["collectives"][operation]
@@ -85,6 +95,32 @@ def test_two_ranks_started_by_torchrun_train_and_sweep(tmp_path):
     assert finished.returncode == 0, finished.stderr[-4000:]
     ranks = check_run(tmp_path / "out", "torchrun")
     assert all(document["workload"]["data"] == "synthetic" for document in ranks)
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed beside this Python")
+def test_two_fsdp_ranks_started_by_torchrun_train_llama_tiny_and_sweep(tmp_path):
+    program = tmp_path / "rank.py"
+    program.write_text(RANK_PROGRAM)
+    command = [str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", "127.0.0.1:0", str(program), str(tmp_path / "out"), json.dumps(TINY_TEXT),
+               json.dumps({"activation_checkpointing": "selective"}), "torchrun"]
+    finished = subprocess.run(command, env=rank_environment(), capture_output=True, text=True, timeout=180)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    ranks = check_run(tmp_path / "out", "torchrun", "pytorch-fsdp", "llama-tiny", 3)
+    for document in ranks:
+        assert document["model"]["kind"] == "text" and document["metrics"]["unit"] == "tokens"
+        assert document["workload"]["sequence_length"] == 32 and "image_size" not in document["workload"]
+        assert document["workload"]["activation_checkpointing"] == "selective"
+        assert document["flops"]["terms"] == {"N": 4_196_608, "L": 4, "H": 8, "Q": 32, "T": 32}
+        utilization = document["utilization"]
+        # A CPU has no datasheet peak: MFU only against this rank's GEMM probe, in the run's precision.
+        assert utilization["peak"] is None and utilization["mfu"] is None and utilization["peak_missing"]
+        assert utilization["probe"]["dtype"] == "fp32" and 0 < utilization["mfu_vs_probe"] <= 1.05
+        assert document["provenance"]["torch"]["training"] == {
+            "wrapper": "fsdp2", "mesh": {"shard": 2}, "reshard_after_forward": True, "param_dtype": "float32",
+            "reduce_dtype": "float32", "optimizer_fused": False}
+    # Each rank trains on its own tokens: the same model, different losses.
+    assert ranks[0]["losses"][0] != ranks[1]["losses"][0]
 
 
 def test_two_ranks_placed_by_open_mpis_variables_train_on_images_and_sweep(tmp_path):

@@ -189,14 +189,12 @@ def test_text_that_cannot_be_cut_where_no_token_spans_is_cut_anyway_and_counted(
 
 
 def test_the_check_before_launch_reads_token_folders(tmp_path, made):
-    assert dataset.dataset_problem(workload(made), 4, vocab_size=512) is None
-    assert dataset.dataset_problem(workload(made), 4) == (
-        f"the vocabulary of llama-tiny was not given to the check of its token folder {made}")
-    assert dataset.dataset_problem(workload(made, sequence_length=4096), 4, vocab_size=512).endswith(
+    assert dataset.dataset_problem(workload(made), 4) is None
+    assert dataset.dataset_problem(workload(made, sequence_length=4096), 4).endswith(
         f"tokenise more text, or shorten the sequence; `benchrunner dataset --tokens {made} --text FILE [FILE ...]` "
         "makes a token folder")
     absent = tmp_path / "absent"
-    assert dataset.dataset_problem(workload(absent), 4, vocab_size=512).startswith(
+    assert dataset.dataset_problem(workload(absent), 4).startswith(
         f"data_dir {absent} does not exist on ")
 
 

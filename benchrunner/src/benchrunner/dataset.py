@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchrunner import results, tokens
+from benchrunner import models, results, tokens
 
 if TYPE_CHECKING:
     from benchrunner.workload import Workload
@@ -122,10 +122,10 @@ def read_labels(directory: Path) -> list[tuple[str, list[float]]]:
     return entries
 
 
-def dataset_problem(workload: Workload, ranks: int, vocab_size: int | None = None) -> str | None:
+def dataset_problem(workload: Workload, ranks: int) -> str | None:
     """Why the workload's dataset cannot feed this many ranks as its data mode reads it (images: the labels CSV and
     every PNG it lists; tfrecord: a shard per rank; tokens: a token folder whose ids fit the model's vocabulary,
-    `vocab_size`, holding a window of sequence_length + 1 tokens), or None. Asked on the launching host before a job
+    holding a window of sequence_length + 1 tokens), or None. Asked on the launching host before a job
     is written or started: the ranks would otherwise each fail on their own, after the launch."""
     if workload.data == "synthetic":
         return None
@@ -137,9 +137,7 @@ def dataset_problem(workload: Workload, ranks: int, vocab_size: int | None = Non
                 f"{socket.gethostname()}, the launching host, which must see the dataset at the nodes' path: make "
                 f"it with `{make}`, or leave data_dir out for the benchmark play to make it")
     if workload.data == "tokens":
-        if vocab_size is None:
-            return f"the vocabulary of {workload.model} was not given to the check of its token folder {directory}"
-        found = tokens.problem(directory, workload.sequence_length, vocab_size)
+        found = tokens.problem(directory, workload.sequence_length, models.get(workload.model).vocab_size)
         return found and f"{found}; `{make}` makes a token folder"
     if workload.data == "tfrecord":
         shards = len(list((directory / TFRECORD_DIR).glob("*.tfrecord")))

@@ -20,6 +20,8 @@ class ModelSpec:
     published_parameters: int | None = None
     # Where that count is published.
     published_source: str | None = None
+    # Text models: the token ids the embedding takes (a token folder's must fit).
+    vocab_size: int | None = None
 
 
 @cache

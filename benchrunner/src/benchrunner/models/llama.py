@@ -72,16 +72,18 @@ CONFIGS: dict[str, LlamaConfig] = {
 # neither a parameter nor a FLOP, so the presets turn plain rotary embeddings at the published theta.
 
 MODELS = {
-    "llama-tiny": ModelSpec("llama-tiny", "text"),
-    "llama-125m": ModelSpec("llama-125m", "text"),
+    "llama-tiny": ModelSpec("llama-tiny", "text", vocab_size=CONFIGS["llama-tiny"].vocab_size),
+    "llama-125m": ModelSpec("llama-125m", "text", vocab_size=CONFIGS["llama-125m"].vocab_size),
     # The count as Meta's model card gives it: "1B (1.23B)" (Llama 3.2 model card, Model Information table). Its
     # exact count, 1,235,814,400, cut (not rounded) to the card's three digits.
-    "llama-1b": ModelSpec("llama-1b", "text", published_parameters=1_230_000_000,
+    "llama-1b": ModelSpec("llama-1b", "text", vocab_size=CONFIGS["llama-1b"].vocab_size,
+                          published_parameters=1_230_000_000,
                           published_source="Meta's Llama 3.2 model card (github.com/meta-llama/llama-models, "
                                            "models/llama3_2/MODEL_CARD.md): Llama 3.2 1B, Params \"1B (1.23B)\""),
     # Meta's Llama 3.1 model card gives "8B" alone; Hugging Face's page of the weights Meta published gives 8.03B,
     # counted from the checkpoint's safetensors.
-    "llama-8b": ModelSpec("llama-8b", "text", published_parameters=8_030_000_000,
+    "llama-8b": ModelSpec("llama-8b", "text", vocab_size=CONFIGS["llama-8b"].vocab_size,
+                          published_parameters=8_030_000_000,
                           published_source="Hugging Face's model page of meta-llama/Llama-3.1-8B: \"8.03B params\" "
                                            "(Meta's Llama 3.1 model card says 8B)"),
 }

@@ -17,13 +17,15 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
-from benchrunner import results
-from benchrunner.frameworks._torch import data, distributed, llama, models, provenance, tokens
+from benchrunner import mfu, results
+from benchrunner.frameworks._torch import data, distributed, llama, models, probe, provenance, tokens
 from benchrunner.frameworks._torch.distributed import Placement
 from benchrunner.frameworks._torch.settings import TorchSettings
+from benchrunner.models import llama as llama_models
 from benchrunner.train import RunContext, learning_rate, mark, measure, measurements
 from benchrunner.workload import Workload
 
@@ -32,7 +34,7 @@ AUTOCAST_TYPES = {"fp32": None, "mixed_float16": torch.float16, "mixed_bfloat16"
 # Every rank builds the model from this seed, so all start from the same weights: DDP would broadcast rank 0's
 # anyway, but FSDP2 keeps each rank's own shard of what that rank built.
 MODEL_SEED = 0
-# torchtitan's selective layer checkpointing at its default frequency: every other block.
+# torchtitan's selective layer checkpointing at its default frequency: every second block (the 2nd, the 4th, ...).
 SELECTIVE_EVERY = 2
 
 
@@ -85,7 +87,7 @@ def prepare_blocks(module: nn.Module, kind: str, settings: TorchSettings, compil
     container = blocks(module, kind)
     for index, (name, block) in enumerate(units(module, kind)):
         if settings.activation_checkpointing == "full" or (
-                settings.activation_checkpointing == "selective" and index % SELECTIVE_EVERY == 0):
+                settings.activation_checkpointing == "selective" and (index + 1) % SELECTIVE_EVERY == 0):
             block = Checkpointed(block)
         if settings.compile:
             block = torch.compile(block)
@@ -116,11 +118,11 @@ def loss_of(workload: Workload, logits: torch.Tensor, targets: torch.Tensor) -> 
     return functional.cross_entropy(logits.float(), targets)
 
 
-def total_norm(module: nn.Module) -> float:
-    """The L2 norm of all the module's gradients together, across shards where they are sharded (DTensors)."""
+def total_norm(module: nn.Module) -> torch.Tensor:
+    """The L2 norm of all the module's gradients together, across shards where they are sharded (DTensors: their
+    norm is a partial one until full_tensor() sums the shards' squares over the ranks); left on the device."""
     norm = torch.nn.utils.get_total_norm([p.grad for p in module.parameters() if p.grad is not None])
-    full_tensor = getattr(norm, "full_tensor", None)
-    return float((full_tensor() if full_tensor else norm).item())
+    return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
 
 def finite(value: float) -> float | None:
@@ -163,9 +165,11 @@ class Trainer:
                 self.scaler.scale(loss).backward()
             loss_sum += loss.detach()
         self.scaler.unscale_(self.optimizer)
-        self.grad_norms.append(finite(total_norm(self.module)))
+        norm = total_norm(self.module)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        # Read after the update is queued, so the norm costs no wait in the middle of the step.
+        self.grad_norms.append(finite(norm.item()))
         return loss_sum.item()  # waits for the step, optimizer update included, to finish on the device
 
 
@@ -209,6 +213,19 @@ def memory(device: torch.device) -> dict[str, Any]:
     return {"peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "source": "ru_maxrss"}
 
 
+def arithmetic(workload: Workload, samples_per_sec: float, device: torch.device,
+               gemm: dict[str, Any] | None) -> dict[str, Any]:
+    """A rank's `flops` and `utilization`: a transformer's model FLOPs per token, and the TFLOP/s and MFU its
+    throughput makes of them against the device's peak and the probe; null for image models (no FLOPs count for
+    CNNs yet)."""
+    if workload.kind != "text":
+        return {"flops": None, "utilization": None}
+    flops = llama_models.flops(llama_models.config(workload.model), workload.sequence_length)
+    product = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    return {"flops": flops, "utilization": mfu.utilization(flops["per_unit"], samples_per_sec, product,
+                                                           workload.precision, probe.tf32_enabled(device), gemm)}
+
+
 def run(name: str, workload: Workload, settings: TorchSettings, context: RunContext, wrap: Wrap,
         joined: Callable[[Placement, torch.device], None] = lambda placement, device: None,
         compile_blocks: bool = False) -> dict[str, Any]:
@@ -223,6 +240,9 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
     mark("ranks_joined")
     # cuDNN times its convolution algorithms once per shape and keeps the fastest, as TensorFlow's autotuning does.
     torch.backends.cudnn.benchmark = True
+    # The TFLOP/s this device reaches in the run's precision, before the model takes its memory (text models: what
+    # their MFU is measured against beside the datasheet's peak).
+    gemm = probe.run(device, workload.precision) if workload.kind == "text" else None
     module, source = build(workload, device)
     if settings.channels_last:
         module = module.to(memory_format=torch.channels_last)
@@ -234,6 +254,7 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
     measured = measure(workload, lambda: [next(micro_batches) for _ in range(workload.gradient_accumulation_steps)],
                        steps.step)
     finished_at = time.time()
+    measured_metrics = measurements(workload, measured, context, finished_at)
     document = {
         "kind": results.RANK_RESULT,
         "schema_version": results.version_of(results.RANK_RESULT),
@@ -246,11 +267,9 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
         "host": socket.gethostname(),
         "workload": workload.record(),
         "model": {"name": workload.model, "parameters": parameters, "source": source, "kind": workload.kind},
-        **measurements(workload, measured, context, finished_at),
+        **measured_metrics,
         "grad_norms": steps.grad_norms,
-        # Filled by the utilization hook (benchrunner.mfu) where it is wired.
-        "flops": None,
-        "utilization": None,
+        **arithmetic(workload, measured_metrics["metrics"]["samples_per_sec"], device, gemm),
         "memory": memory(device),
         "device": {
             "asked_gpu": distributed.asked_gpu(os.environ),

@@ -8,6 +8,7 @@ the world size. AdamW's update hides that; the gradient norm and SGD do not. A t
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -25,9 +26,11 @@ from benchrunner.train import RunContext
 from benchrunner.workload import Workload
 
 
+@functools.cache
 def mesh_for(settings: Settings, placement: Placement, device: torch.device) -> DeviceMesh:
     """All ranks in one shard group; with HSDP a 2-D mesh (nodes, local ranks): shards within a node, replicas
-    across nodes (every node runs the same number of ranks, as every launcher here places them)."""
+    across nodes (every node runs the same number of ranks, as every launcher here places them). Made once per
+    process (the check and the model share it): each mesh of several dimensions makes process groups of its own."""
     world, local = placement.world_size, placement.local_world_size
     if not settings.hsdp:
         return init_device_mesh(device.type, (world,), mesh_dim_names=("shard",))
@@ -48,7 +51,7 @@ def check_gradient_average(mesh: DeviceMesh, device: torch.device) -> float:
     # d(sum(W x))/dW = x = 1 on every rank.
     probe(torch.ones(1, 1, device=device)).sum().backward()
     local = probe.weight.grad.to_local()  # type: ignore[union-attr]
-    factor = float(local.mean().item()) if local.numel() else 1.0
+    factor = float(local.mean().item())  # one row of the weight on each rank
     if not math.isclose(factor, 1.0, rel_tol=1e-6):
         backend = dist.get_backend()
         raise RuntimeError(

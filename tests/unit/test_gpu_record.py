@@ -99,12 +99,16 @@ def test_a_cpu_dry_run_records_everything_but_the_gpu(tmp_path):
             "pytorch-fsdp", "text", point["compile"])
         assert rank["workload"]["sequence_length"] == point["sequence_length"]
         assert point["peak_memory_bytes"] == rank["memory"]["peak_bytes"] > 0
-        # On a CPU there is no datasheet peak: the MFU against it is missing with benchrunner's reason, never 0.
-        assert point.get("mfu") is None
-        assert point.get("utilization_missing") or point.get("peak_missing")
+        # On a CPU there is no datasheet peak: the MFU against it is missing with benchrunner's reason, never 0; the
+        # GEMM probe's is the only one, its interval the throughput's scaled.
+        assert point["mfu"] is None and "no GPU" in point["peak_missing"]
+        vs_probe = point["mfu_vs_probe"]
+        assert 0 < vs_probe["ci95_low"] <= vs_probe["mean"] <= vs_probe["ci95_high"]
+        assert vs_probe["ci95_low"] / vs_probe["mean"] == pytest.approx(point["ci95_low"] / point["samples_per_sec"])
+        assert point["probe_tflops"] > 0 and point["model_tflops_per_device"] > 0
     text_rows = [line for line in numbers.splitlines() if line.startswith("| llama-tiny |")]
     assert len(text_rows) == 2 and all(re.search(r"\| ok \|$", row) for row in text_rows)
-    assert all("| - (" in row for row in text_rows)
+    assert all("| - (rank 0: no GPU" in row for row in text_rows)
     assert "Presets on one device: 16 bytes of training state a parameter against 75% of its memory: not judged " \
            "(no GPU)." in numbers
 

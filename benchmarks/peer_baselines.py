@@ -12,8 +12,8 @@
 (d) benchrunner's PyTorch path against a plain DDP training loop (pytorch_ddp_plain.py): the same network
     (benchrunner.frameworks._torch.models), ranks, batch, image size, steps, precision, optimizer and mpirun
     line. Ratio of rank 0's images/s, benchrunner / plain; goal >= 0.98: what benchrunner's harness costs.
-(e) benchrunner's pytorch-fsdp against a plain FSDP2 pretraining loop as torchtitan and nanoGPT write theirs
-    (pytorch_fsdp_plain.py): the same decoder (benchrunner.frameworks._torch.llama), ranks, batch, sequence length,
+(e) benchrunner's pytorch-fsdp transformer against a plain FSDP2 loop (pytorch_fsdp_plain.py, written as torchtitan
+    and nanoGPT write theirs): the same decoder (benchrunner.frameworks._torch.llama), ranks, batch, sequence length,
     steps, precision, AdamW and mpirun line. Ratio of rank 0's tokens/s, benchrunner / plain; goal >= 0.98.
 
 Run by `make bench` on the first node as the MPI account, in the nodes' Python environment.
@@ -42,6 +42,8 @@ GOAL_PEER = 0.98
 GOAL_TCP = 0.8
 # torch.distributed's collectives reported beside all_reduce, at the sweep's largest message.
 TORCH_OTHERS = ("all_gather", "reduce_scatter")
+# The precisions both FSDP2 loops train in (pytorch-fsdp refuses float16: no sharded loss scaler).
+FSDP_PRECISIONS = ("fp32", "mixed_bfloat16")
 # The benchrunner beside this Python: the nodes' environment.
 BENCHRUNNER = str(Path(sys.executable).parent / "benchrunner")
 
@@ -106,12 +108,12 @@ def torch_workload(args: argparse.Namespace) -> Workload:
 
 
 def fsdp_workload(args: argparse.Namespace) -> Workload:
-    # AdamW at a rate not scaled by the ranks, as the plain loop's.
+    # AdamW at a rate not scaled by the ranks, as the plain loop is given it.
     return Workload.from_mapping({
         "framework": pytorch_fsdp.NAME, "model": args.fsdp_model, "batch_size": args.fsdp_batch_size,
         "sequence_length": args.fsdp_sequence_length, "warmup_steps": args.fsdp_warmup_steps,
         "measured_steps": args.fsdp_measured_steps, "precision": args.fsdp_precision, "optimizer": "adamw",
-        "learning_rate": 3e-4, "lr_scaling": "none"})
+        "lr_scaling": "none"})
 
 
 def peer(args: argparse.Namespace, trial: int) -> float:
@@ -122,37 +124,55 @@ def peer(args: argparse.Namespace, trial: int) -> float:
     return sum(rates) / len(rates)
 
 
-def rank0_rate(out: str, key: str = "images_per_sec") -> float:
-    """Rank 0's figure among the JSON lines every rank of a plain loop prints (mpirun interleaves the ranks')."""
+def rank0_rate(out: str, key: str) -> float:
+    """Rank 0's figure (`key`: images_per_sec, tokens_per_sec) among the JSON lines every rank of a plain loop prints
+    (mpirun interleaves the ranks'); a rank 0 that printed none stops the run, saying what it printed."""
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    return next(line[key] for line in lines if line.get("rank") == 0)
+    rate = next((line.get(key) for line in lines if line.get("rank") == 0), None)
+    if rate is None:
+        raise SystemExit(f"the plain loop's rank 0 printed no {key}: {out[-2000:]!r}")
+    return rate
+
+
+def plain_ddp_options(workload: Workload) -> list[str]:
+    """pytorch_ddp_plain.py's options that train this pytorch-ddp workload."""
+    return ["--model", workload.model, "--batch-size", str(workload.batch_size), "--image-size",
+            str(workload.image_size), "--num-classes", str(workload.classes), "--warmup-steps",
+            str(workload.warmup_steps), "--measured-steps", str(workload.measured_steps), "--precision",
+            workload.precision, "--lr", str(workload.learning_rate), "--momentum", str(workload.momentum)]
+
+
+def plain_fsdp_options(workload: Workload) -> list[str]:
+    """pytorch_fsdp_plain.py's options that train this pytorch-fsdp workload."""
+    return ["--model", workload.model, "--batch-size", str(workload.batch_size), "--sequence-length",
+            str(workload.sequence_length), "--warmup-steps", str(workload.warmup_steps), "--measured-steps",
+            str(workload.measured_steps), "--precision", workload.precision, "--lr", str(workload.learning_rate),
+            "--beta1", str(workload.momentum), "--weight-decay", str(workload.weight_decay),
+            *(["--compile"] if workload.settings.compile else [])]
+
+
+def plain(args: argparse.Namespace, run_id: str, script: str, workload: Workload, options: list[str],
+          key: str) -> float:
+    """Rank 0's figure of a plain loop, under the mpirun line (MASTER_ADDR and MASTER_PORT included) that benchrunner
+    starts the workload's ranks with."""
+    out = run([*launch_line(args, run_id, workload=workload), sys.executable, str(Path(__file__).with_name(script)),
+               # benchrunner's ranks train on the CPU too: the job asks for no GPUs.
+               *options, "--device", "cpu"])
+    return rank0_rate(out, key)
 
 
 def plain_ddp(args: argparse.Namespace, trial: int) -> float:
-    """Rank 0's images/s of the plain DDP loop, under the mpirun line (MASTER_ADDR and MASTER_PORT included) that
-    benchrunner starts its pytorch-ddp ranks with."""
+    """Rank 0's images/s of the plain DDP loop."""
     workload = torch_workload(args)
-    out = run([*launch_line(args, f"plain-ddp-{trial}", workload=workload), sys.executable,
-               str(Path(__file__).with_name("pytorch_ddp_plain.py")), "--model", workload.model,
-               "--batch-size", str(workload.batch_size), "--image-size", str(workload.image_size),
-               "--num-classes", str(workload.classes), "--warmup-steps", str(workload.warmup_steps),
-               "--measured-steps", str(workload.measured_steps), "--precision", workload.precision,
-               "--lr", str(workload.learning_rate), "--momentum", str(workload.momentum),
-               # benchrunner's ranks train on the CPU too: the job asks for no GPUs.
-               "--device", "cpu"])
-    return rank0_rate(out)
+    return plain(args, f"plain-ddp-{trial}", "pytorch_ddp_plain.py", workload, plain_ddp_options(workload),
+                 "images_per_sec")
 
 
 def plain_fsdp(args: argparse.Namespace, trial: int) -> float:
-    """Rank 0's tokens/s of the plain FSDP2 loop, under the mpirun line benchrunner starts its pytorch-fsdp ranks
-    with."""
+    """Rank 0's tokens/s of the plain FSDP2 loop."""
     workload = fsdp_workload(args)
-    out = run([*launch_line(args, f"plain-fsdp-{trial}", workload=workload), sys.executable,
-               str(Path(__file__).with_name("pytorch_fsdp_plain.py")), "--model", workload.model,
-               "--batch-size", str(workload.batch_size), "--sequence-length", str(workload.sequence_length),
-               "--warmup-steps", str(workload.warmup_steps), "--measured-steps", str(workload.measured_steps),
-               "--precision", workload.precision, "--lr", str(workload.learning_rate), "--device", "cpu"])
-    return rank0_rate(out, "tokens_per_sec")
+    return plain(args, f"plain-fsdp-{trial}", "pytorch_fsdp_plain.py", workload, plain_fsdp_options(workload),
+                 "tokens_per_sec")
 
 
 def benchrunner(args: argparse.Namespace, run_id: str, workload: Workload) -> float:
@@ -266,8 +286,8 @@ def summary(args: argparse.Namespace, trials: list[Trial]) -> list[str]:
         f"(d) benchrunner pytorch-ddp / plain DDP loop ({torch.model}, batch {torch.batch_size}, {torch.image_size}px, "
         f"{torch.precision}, {torch.warmup_steps} warmup + {torch.measured_steps} measured steps): "
         f"{interval([t.benchrunner_torch / t.plain_ddp for t in trials])}; goal >= {GOAL_PEER}",
-        f"(e) benchrunner pytorch-fsdp / plain FSDP2 loop ({fsdp.model}, batch {fsdp.batch_size} x "
-        f"{fsdp.sequence_length} tokens, {fsdp.precision}, AdamW, {fsdp.warmup_steps} warmup + {fsdp.measured_steps} "
+        f"(e) benchrunner pytorch-fsdp / plain FSDP2 loop ({fsdp.model}, batch {fsdp.batch_size}, sequence "
+        f"{fsdp.sequence_length}, {fsdp.precision}, AdamW, {fsdp.warmup_steps} warmup + {fsdp.measured_steps} "
         f"measured steps): {interval([t.benchrunner_fsdp / t.plain_fsdp for t in trials])}; goal >= {GOAL_PEER}",
     ]
 
@@ -293,12 +313,12 @@ def parser() -> argparse.ArgumentParser:
     group.add_argument("--torch-precision", choices=PRECISIONS, default="fp32")
     group = parser.add_argument_group("(e) benchrunner pytorch-fsdp vs the plain FSDP2 loop")
     group.add_argument("--fsdp-model", default="llama-tiny", choices=sorted(llama.MODELS))
-    group.add_argument("--fsdp-batch-size", type=int, default=2)
+    # About 10 to 20 s a side on two CPU lab nodes.
+    group.add_argument("--fsdp-batch-size", type=int, default=4)
     group.add_argument("--fsdp-sequence-length", type=int, default=128)
     group.add_argument("--fsdp-warmup-steps", type=int, default=2)
     group.add_argument("--fsdp-measured-steps", type=int, default=10)
-    # The plain loop's precisions: FSDP2 refuses mixed_float16.
-    group.add_argument("--fsdp-precision", choices=["fp32", "mixed_bfloat16"], default="fp32")
+    group.add_argument("--fsdp-precision", choices=FSDP_PRECISIONS, default="fp32")
     return parser
 
 

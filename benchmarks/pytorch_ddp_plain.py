@@ -3,21 +3,20 @@
 own examples (init_process_group, the model on its device wrapped in DDP, SGD, one synthetic batch, backward and
 step), timed with time.perf_counter over the measured steps after the warmup.
 
-Started by mpirun: the rank and world size are Open MPI's, the rendezvous address is the MASTER_ADDR and
-MASTER_PORT the launcher exports. The network is benchrunner's (benchrunner.frameworks._torch.models), so that
-only the loop around it differs. Every rank prints one JSON line last: its images/s.
+Started by mpirun (make bench) or torchrun (the GPU record): the rank and world size are the launcher's, the
+rendezvous address the MASTER_ADDR and MASTER_PORT it exports (plain_ranks.py). The network is benchrunner's
+(benchrunner.frameworks._torch.models), so that only the loop around it differs. Every rank prints one JSON line
+last: its images/s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 
+import plain_ranks
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -36,22 +35,14 @@ def main() -> int:
     parser.add_argument("--precision", choices=sorted(AUTOCAST_TYPES), default="fp32")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", choices=plain_ranks.DEVICES, default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
 
-    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
-    world_size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    local_rank = int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"])
-    if args.device == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        torch.backends.cudnn.benchmark = True
-    else:
-        device = torch.device("cpu")
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world_size)
-
+    me = plain_ranks.join(args.device)
+    device = me.device
+    torch.backends.cudnn.benchmark = True
     model, _ = build(args.model, args.image_size, args.num_classes)
-    model = DDP(model.to(device), device_ids=[local_rank] if device.type == "cuda" else None)
+    model = DDP(model.to(device), device_ids=[me.local_rank] if device.type == "cuda" else None)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     autocast_type = AUTOCAST_TYPES[args.precision]
@@ -67,29 +58,19 @@ def main() -> int:
         scaler.step(optimizer)
         scaler.update()
 
-    def synchronize() -> None:
-        # CUDA queues the steps; the clock may only read once they have run.
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
     model.train()
     for _ in range(args.warmup_steps):
         step()
-    synchronize()
+    plain_ranks.synchronize(device)
     started = time.perf_counter()
     for _ in range(args.measured_steps):
         step()
-    synchronize()
+    plain_ranks.synchronize(device)
     seconds = time.perf_counter() - started
-    print(json.dumps({"rank": rank, "size": world_size, "images_per_sec": args.batch_size * args.measured_steps / seconds}),
-          flush=True)
-    dist.destroy_process_group()
+    print(json.dumps({"rank": me.rank, "size": me.world_size,
+                      "images_per_sec": args.batch_size * args.measured_steps / seconds}), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    code = main()
-    # Leaves without the interpreter's teardown, as benchrunner's ranks do: there, once in a unit run (2026-11-24), a
-    # rank aborted with "terminate called without an active exception" after its figure was printed.
-    sys.stdout.flush()
-    os._exit(code)
+    plain_ranks.finish(main())

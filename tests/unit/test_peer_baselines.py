@@ -1,6 +1,6 @@
-"""make bench's parts that run without the lab: the plain DDP loop as two ranks on this host (Gloo on the loopback,
-placed by the variables Open MPI gives its ranks), the launch lines the peers run under, the order of a trial's
-measurements, and what the ratios and intervals print as, from stub measurements."""
+"""make bench's parts that run without the lab: the plain DDP and FSDP2 loops as two ranks on this host (Gloo on the
+loopback, placed by the variables Open MPI or torchrun gives their ranks), the launch lines the peers run under, the
+order of a trial's measurements, and what the ratios and intervals print as, from stub measurements."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ HOSTS = ["node1", "node2"]
 SWEEP_MIB = 256 * 1024 * 1024
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("peer_baselines", BENCHMARKS / "peer_baselines.py")
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     # Registered first: dataclasses look their module up by name.
     sys.modules[spec.name] = module
@@ -36,7 +36,7 @@ def load() -> ModuleType:
     return module
 
 
-peer_baselines = load()
+peer_baselines = load("peer_baselines")
 
 
 def arguments(tmp_path: Path, *more: str) -> Any:
@@ -49,73 +49,69 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_plain_ddp_loop_as_two_ranks_prints_each_ranks_images_per_sec(tmp_path):
+def two_ranks(script: str, options: list[str], launcher: str) -> list[dict[str, Any]]:
+    """The plain loop as two ranks on this host, each given what `launcher` gives its ranks and the rendezvous address
+    benchrunner's mpirun line exports; one thread per rank on a 2-core host, and Gloo on the loopback. Each rank's
+    last line, parsed; the outputs joined as mpirun interleaves them (rank 1's first) under "merged"."""
     port = str(free_port())
-    command = [sys.executable, str(BENCHMARKS / "pytorch_ddp_plain.py"), "--model", "small_cnn", "--image-size", "8",
-               "--batch-size", "2", "--warmup-steps", "1", "--measured-steps", "2", "--device", "cpu"]
-    # What mpirun gives each rank, with the rendezvous address benchrunner's mpirun line exports; one thread per
-    # rank on a 2-core host, and Gloo on the loopback.
-    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={
+    variables = {
+        "mpirun": lambda rank: {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "2",
+                                "OMPI_COMM_WORLD_LOCAL_RANK": str(rank), "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+        "torchrun": lambda rank: {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+                                  "LOCAL_WORLD_SIZE": "2"},
+    }[launcher]
+    processes = [subprocess.Popen([sys.executable, str(BENCHMARKS / script), *options, "--device", "cpu"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={
         "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": SRC,
         "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
-        "OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
-        "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}) for rank in (0, 1)]
+        **variables(rank)}) for rank in (0, 1)]
     outputs = []
     for process in processes:
-        stdout, stderr = process.communicate(timeout=120)
+        stdout, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr[-4000:]
         outputs.append(stdout)
-    for rank, stdout in enumerate(outputs):
-        last = json.loads(stdout.strip().splitlines()[-1])
+    lasts = [json.loads(stdout.strip().splitlines()[-1]) for stdout in outputs]
+    for rank, last in enumerate(lasts):
         assert (last["rank"], last["size"]) == (rank, 2)
+    return [*lasts, {"merged": outputs[1] + outputs[0]}]
+
+
+def test_plain_ddp_loop_as_two_ranks_prints_each_ranks_images_per_sec():
+    *lasts, merged = two_ranks("pytorch_ddp_plain.py", ["--model", "small_cnn", "--image-size", "8", "--batch-size",
+                                                        "2", "--warmup-steps", "1", "--measured-steps", "2"], "mpirun")
+    for last in lasts:
         assert math.isfinite(last["images_per_sec"]) and last["images_per_sec"] > 0
     # mpirun interleaves the ranks' lines: rank 0's is found wherever it is.
-    merged = outputs[1] + outputs[0]
-    assert peer_baselines.rank0_rate(merged) == json.loads(outputs[0].strip())["images_per_sec"]
+    assert peer_baselines.rank0_rate(merged["merged"], "images_per_sec") == lasts[0]["images_per_sec"]
 
 
-def test_plain_fsdp_loop_as_two_ranks_prints_each_ranks_tokens_per_sec():
-    port = str(free_port())
-    command = [sys.executable, str(BENCHMARKS / "pytorch_fsdp_plain.py"), "--model", "llama-tiny", "--batch-size", "1",
-               "--sequence-length", "16", "--warmup-steps", "1", "--measured-steps", "2", "--device", "cpu"]
-    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={
-        "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": SRC,
-        "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
-        "OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
-        "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}) for rank in (0, 1)]
-    outputs = []
-    for process in processes:
-        stdout, stderr = process.communicate(timeout=120)
-        assert process.returncode == 0, stderr[-4000:]
-        outputs.append(stdout)
-    for rank, stdout in enumerate(outputs):
-        last = json.loads(stdout.strip().splitlines()[-1])
-        assert (last["rank"], last["size"]) == (rank, 2)
+def test_plain_fsdp_loop_as_two_torchrun_ranks_prints_each_ranks_tokens_per_sec_and_loss():
+    *lasts, merged = two_ranks("pytorch_fsdp_plain.py", ["--model", "llama-tiny", "--batch-size", "2",
+                                                         "--sequence-length", "16", "--warmup-steps", "1",
+                                                         "--measured-steps", "2"], "torchrun")
+    for last in lasts:
         assert math.isfinite(last["tokens_per_sec"]) and last["tokens_per_sec"] > 0
-    assert peer_baselines.rank0_rate(outputs[1] + outputs[0], "tokens_per_sec") == json.loads(
-        outputs[0].strip())["tokens_per_sec"]
+        # A random model's next-token loss starts near ln(vocabulary), ln 4096 = 8.3 for llama-tiny; three AdamW steps
+        # on the same 32 tokens (rate 0.01) bring it down, never to 0.
+        assert 0.5 < last["loss"] < 8.3
+    # Each rank trains its own tokens (seeded by rank), so their losses differ.
+    assert lasts[0]["loss"] != lasts[1]["loss"]
+    assert peer_baselines.rank0_rate(merged["merged"], "tokens_per_sec") == lasts[0]["tokens_per_sec"]
 
 
-def test_the_plain_fsdp_loop_runs_under_benchrunners_mpirun_line_with_the_same_workload(tmp_path, monkeypatch):
-    args = arguments(tmp_path, "--fsdp-sequence-length", "64", "--fsdp-precision", "mixed_bfloat16")
-    seen = []
+def test_a_plain_loop_whose_rank_0_printed_no_figure_stops_the_run_saying_what_it_printed():
+    with pytest.raises(SystemExit, match=r"rank 0 printed no tokens_per_sec: .*Traceback"):
+        peer_baselines.rank0_rate('{"rank": 1, "size": 2, "tokens_per_sec": 3.0}\nTraceback (most recent call last)\n',
+                                  "tokens_per_sec")
 
-    def run(argv: list[str]) -> str:
-        seen.append(argv)
-        return '{"rank": 1, "size": 2, "tokens_per_sec": 90.0}\n{"rank": 0, "size": 2, "tokens_per_sec": 75.0}\n'
 
-    monkeypatch.setattr(peer_baselines, "run", run)
-    assert peer_baselines.plain_fsdp(args, 3) == 75.0
-    (argv,) = seen
-    script = argv.index(str(BENCHMARKS / "pytorch_fsdp_plain.py"))
-    launch, options = argv[:script - 1], argv[script + 1:]
-    assert launch[:3] == ["mpirun", "-np", "2"] and {"MASTER_ADDR=node1", "MASTER_PORT=29500"} <= set(launch)
-    given = dict(zip(options[::2], options[1::2]))
-    assert given == {"--model": "llama-tiny", "--batch-size": "2", "--sequence-length": "64", "--warmup-steps": "2",
-                     "--measured-steps": "10", "--precision": "mixed_bfloat16", "--lr": "0.0003", "--device": "cpu"}
-    workload = peer_baselines.fsdp_workload(args)
-    assert (workload.framework, workload.optimizer, workload.learning_rate, workload.lr_scaling) == (
-        "pytorch-fsdp", "adamw", 0.0003, "none")
+def test_a_plain_loop_started_by_no_launcher_names_the_variables_it_looks_for():
+    plain_ranks = load("plain_ranks")
+    assert plain_ranks.place({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}) == (3, 4, 1)
+    assert plain_ranks.place({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+                              "OMPI_COMM_WORLD_LOCAL_RANK": "0"}) == (1, 2, 0)
+    with pytest.raises(SystemExit, match="torchrun: RANK, WORLD_SIZE, LOCAL_RANK; mpirun: OMPI_COMM_WORLD_RANK"):
+        plain_ranks.place({"RANK": "0"})
 
 
 def test_the_plain_loop_runs_under_benchrunners_mpirun_line_with_the_same_workload(tmp_path, monkeypatch):
@@ -145,6 +141,43 @@ def test_the_plain_loop_runs_under_benchrunners_mpirun_line_with_the_same_worklo
     assert (workload.framework, workload.learning_rate, workload.lr_scaling) == ("pytorch-ddp", 0.01, "none")
 
 
+def test_the_plain_fsdp_loop_runs_under_benchrunners_mpirun_line_with_the_same_workload(tmp_path, monkeypatch):
+    args = arguments(tmp_path, "--fsdp-batch-size", "2", "--fsdp-sequence-length", "64", "--fsdp-precision",
+                     "mixed_bfloat16", "--fsdp-measured-steps", "5")
+    seen = []
+
+    def run(argv: list[str]) -> str:
+        seen.append(argv)
+        return ('{"rank": 0, "size": 2, "tokens_per_sec": 640.5, "loss": 8.3}\n'
+                '{"rank": 1, "size": 2, "tokens_per_sec": 650.0, "loss": 8.2}\n')
+
+    monkeypatch.setattr(peer_baselines, "run", run)
+    assert peer_baselines.plain_fsdp(args, 2) == 640.5
+    (argv,) = seen
+    script = argv.index(str(BENCHMARKS / "pytorch_fsdp_plain.py"))
+    launch, options = argv[:script - 1], argv[script + 1:]
+    assert launch[:3] == ["mpirun", "-np", "2"] and {"MASTER_ADDR=node1", "MASTER_PORT=29500"} <= set(launch)
+    given = dict(zip(options[::2], options[1::2]))
+    assert given == {"--model": "llama-tiny", "--batch-size": "2", "--sequence-length": "64", "--warmup-steps": "2",
+                     "--measured-steps": "5", "--precision": "mixed_bfloat16", "--lr": "0.01", "--beta1": "0.9",
+                     "--weight-decay": "0.0", "--device": "cpu"}
+    # benchrunner's side: pytorch-fsdp, AdamW at the same unscaled rate, the same shape, uncompiled like the loop.
+    workload = peer_baselines.fsdp_workload(args)
+    assert (workload.framework, workload.optimizer, workload.learning_rate, workload.lr_scaling, workload.kind,
+            workload.units_per_step(), workload.settings.compile) == (
+        "pytorch-fsdp", "adamw", 0.01, "none", "text", 2 * 64, False)
+    assert workload.to_argv() == ["--framework", "pytorch-fsdp", "--model", "llama-tiny", "--batch-size", "2",
+                                  "--sequence-length", "64", "--precision", "mixed_bfloat16", "--warmup-steps", "2",
+                                  "--measured-steps", "5", "--optimizer", "adamw", "--lr-scaling", "none"]
+
+
+def test_a_compiled_fsdp_workload_compiles_the_plain_loops_blocks_too():
+    workload = peer_baselines.Workload.from_mapping({"framework": "pytorch-fsdp", "model": "llama-1b",
+                                                     "optimizer": "adamw", "compile": True, "weight_decay": 0.1})
+    options = peer_baselines.plain_fsdp_options(workload)
+    assert options[-1] == "--compile" and options[options.index("--weight-decay") + 1] == "0.1"
+
+
 def sweep(busbw: float, reduce_scatter: dict[str, Any]) -> dict[str, Any]:
     point = {"bytes": SWEEP_MIB, "busbw_bytes_per_s": busbw}
     return {"points": [{"bytes": SWEEP_MIB // 2, "busbw_bytes_per_s": 1.0}, point],
@@ -163,13 +196,13 @@ def test_a_trial_alternates_which_side_goes_first_and_keeps_the_link_beside_both
 
     def benchrunner(args: Any, run_id: str, workload: Any) -> float:
         order.append(workload.framework)
-        return {"pytorch-ddp": 100.0, "pytorch-fsdp": 200.0}.get(workload.framework, 50.0)
+        return {"pytorch-ddp": 100.0, "pytorch-fsdp": 1990.0}.get(workload.framework, 50.0)
 
     def sweep_document(args: Any, run_id: str, options: list[str]) -> dict[str, Any]:
         order.append(run_id)
         return sweep(4e8, {"skipped": "Backend gloo does not support reduce_scatter"}) if options else sweep(6e8, {})
 
-    for name, value in (("peer", 49.0), ("plain_ddp", 101.0), ("plain_fsdp", 201.0), ("tcp_bandwidth", link),
+    for name, value in (("peer", 49.0), ("plain_ddp", 101.0), ("plain_fsdp", 2000.0), ("tcp_bandwidth", link),
                         ("mpi_busbw_bytes_per_s", 7e8)):
         monkeypatch.setattr(peer_baselines, name, stub(name, value))
     monkeypatch.setattr(peer_baselines, "benchrunner", benchrunner)
@@ -179,8 +212,8 @@ def test_a_trial_alternates_which_side_goes_first_and_keeps_the_link_beside_both
              "mpi_busbw_bytes_per_s", "allreduce-0", "torch-allreduce-0"]
     assert order == first
     assert trial == peer_baselines.Trial(
-        peer=49.0, benchrunner=50.0, plain_ddp=101.0, benchrunner_torch=100.0, plain_fsdp=201.0,
-        benchrunner_fsdp=200.0, link=1e9, mpi_busbw=7e8,
+        peer=49.0, benchrunner=50.0, plain_ddp=101.0, benchrunner_torch=100.0, plain_fsdp=2000.0,
+        benchrunner_fsdp=1990.0, link=1e9, mpi_busbw=7e8,
         horovod_busbw=6e8, torch_busbw=4e8,
         torch_others={"all_gather": 2e8, "reduce_scatter": "Backend gloo does not support reduce_scatter"})
     order.clear()
@@ -214,8 +247,8 @@ def test_the_summary_prints_each_ratio_with_its_interval_and_the_other_collectiv
         "reduce_scatter skipped (Backend gloo does not support reduce_scatter)",
         "(d) benchrunner pytorch-ddp / plain DDP loop (resnet50, batch 8, 32px, fp32, 2 warmup + 10 measured steps): "
         f"{ci}; goal >= 0.98",
-        "(e) benchrunner pytorch-fsdp / plain FSDP2 loop (llama-tiny, batch 2 x 128 tokens, fp32, AdamW, 2 warmup + 10 "
-        f"measured steps): {ci}; goal >= 0.98",
+        "(e) benchrunner pytorch-fsdp / plain FSDP2 loop (llama-tiny, batch 4, sequence 128, fp32, AdamW, 2 warmup + "
+        f"10 measured steps): {ci}; goal >= 0.98",
     ]
 
 
@@ -234,8 +267,10 @@ def test_each_trial_prints_both_frameworks_measurements():
     assert third == "  plain FSDP2   1000.0 tokens/s  benchrunner pytorch-fsdp    500.0 tokens/s  ratio 0.500"
 
 
-@pytest.mark.parametrize("model", ["densenet121_chexnet", "no_such_model"])
-def test_models_the_plain_loop_cannot_train_alike_are_refused(tmp_path, model, capsys):
+@pytest.mark.parametrize(("option", "model"), [("--torch-model", "densenet121_chexnet"),
+                                               ("--torch-model", "no_such_model"), ("--torch-model", "llama-tiny"),
+                                               ("--fsdp-model", "resnet50"), ("--fsdp-precision", "mixed_float16")])
+def test_models_the_plain_loop_cannot_train_alike_are_refused(tmp_path, option, model, capsys):
     with pytest.raises(SystemExit):
-        arguments(tmp_path, "--torch-model", model)
-    assert "--torch-model" in capsys.readouterr().err
+        arguments(tmp_path, option, model)
+    assert option in capsys.readouterr().err

@@ -127,7 +127,16 @@ def test_the_transformer_report_shows_tokens_per_second_and_mfu_against_the_prob
     _, results_dir = transformer_campaign
     text = (results_dir / "campaigns" / "e2e-transformer" / report.REPORT_MD).read_text()
     assert "Campaign e2e-transformer: 4 runs done, 0 failed." in text
-    assert "tokens/s" in text and "MFU" in text
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| workload | stack | GPUs | unit |"))
+    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines
+            if line.startswith("| pytorch-fsdp llama-tiny synthetic b4 seq64") and "| tokens/s |" in line]
+    assert len(rows) == 4, text
+    for row in rows:
+        cell = dict(zip(columns, row))
+        # The lab's CPUs have no datasheet peak; what their own matmul reaches is the measure.
+        assert cell["MFU vs peak"] == "-" and 0 < float(cell["MFU vs probe"].rstrip("%")) <= 105, row
 
 
 def test_torch_collectives_sweep_through_torchrun(tmp_path):

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from filelock import FileLock
-from test_pytorch_ranks import free_port, rank_environment
+from test_pytorch_ranks import free_port, rank_environment, run_ranks
 
 RANK_PROGRAM = Path(__file__).with_name("fsdp_parity_rank.py")
 FP32_RTOL = 1e-5
@@ -40,15 +39,9 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
 def train_pair(output: Path) -> None:
     output.mkdir(exist_ok=True)
     port = str(free_port())
-    processes = [subprocess.Popen([sys.executable, str(RANK_PROGRAM), str(output)],
-                                  env=rank_environment(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
-                                                       LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                                                       MASTER_PORT=port),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for rank in (0, 1)]
-    for process in processes:
-        _, stderr = process.communicate(timeout=180)
-        assert process.returncode == 0, stderr[-4000:]
+    run_ranks([sys.executable, str(RANK_PROGRAM), str(output)],
+              [rank_environment(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
+                                MASTER_ADDR="127.0.0.1", MASTER_PORT=port) for rank in (0, 1)])
 
 
 def close(ours: list[float], theirs: list[float], rtol: float) -> bool:

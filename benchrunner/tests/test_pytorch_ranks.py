@@ -56,6 +56,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def run_ranks(argv: list[str], environments: list[dict[str, str]], timeout_s: float = 180) -> None:
+    """One process per environment, side by side, each waited for; a rank that fails shows the end of its stderr."""
+    processes = [subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for environment in environments]
+    for process in processes:
+        _, stderr = process.communicate(timeout=timeout_s)
+        assert process.returncode == 0, stderr[-4000:]
+
+
 def check_run(output: Path, launched_by: str, framework: str = "pytorch-ddp", model: str = "small_cnn",
               steps: int = 4) -> list[dict[str, Any]]:
     ranks = [results.strict_loads((output / f"rank-{rank:05d}.json").read_text()) for rank in (0, 1)]
@@ -130,17 +139,11 @@ def test_two_ranks_placed_by_open_mpis_variables_train_on_images_and_sweep(tmp_p
     program = tmp_path / "rank.py"
     program.write_text(RANK_PROGRAM)
     port = str(free_port())
-    processes = [subprocess.Popen([sys.executable, str(program), str(tmp_path / "out"), json.dumps(workload),
-                                   json.dumps({"dataloader_workers": 1}), "mpirun"],
-                                  env=rank_environment(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE="2",
-                                                       OMPI_COMM_WORLD_LOCAL_RANK=str(rank),
-                                                       OMPI_COMM_WORLD_LOCAL_SIZE="2", MASTER_ADDR="127.0.0.1",
-                                                       MASTER_PORT=port),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for rank in (0, 1)]
-    for process in processes:
-        _, stderr = process.communicate(timeout=180)
-        assert process.returncode == 0, stderr[-4000:]
+    run_ranks([sys.executable, str(program), str(tmp_path / "out"), json.dumps(workload),
+               json.dumps({"dataloader_workers": 1}), "mpirun"],
+              [rank_environment(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE="2",
+                                OMPI_COMM_WORLD_LOCAL_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_SIZE="2",
+                                MASTER_ADDR="127.0.0.1", MASTER_PORT=port) for rank in (0, 1)])
     ranks = check_run(tmp_path / "out", "openmpi")
     for document in ranks:
         assert document["workload"]["data"] == "images" and document["workload"]["num_classes"] == 14

@@ -93,3 +93,46 @@ def test_the_sweep_times_back_to_back_operations_with_one_synchronisation():
 def test_message_sizes_must_be_whole_float32_elements():
     with pytest.raises(ValueError, match=r"min a multiple of 4 .* got min 6, max 64"):
         sweep.sizes(6, 64)
+
+
+class FakeSweepHorovod(FakeHorovod):
+    """Two ranks, this one rank 1 (which writes nothing), each operation's time the slowest rank's."""
+
+    Max = "max"
+
+    def allreduce(self, tensor: FakeTensor, op: str, name: str | None = None) -> FakeTensor:
+        return super().allreduce(tensor, op)
+
+    def size(self) -> int:
+        return 2
+
+    def rank(self) -> int:
+        return 1
+
+    def shutdown(self) -> None:
+        pass
+
+
+class FakeSweepTF(FakeTF):
+    float64 = "float64"
+
+    def constant(self, value: float, dtype: str) -> FakeTensor:
+        return FakeTensor(self.log)
+
+
+def test_the_sweep_records_the_provenance_of_its_run_context(monkeypatch, tmp_path):
+    # TensorFlow and Horovod are not on the control host: the sweep's own code runs against stand-ins, so that what
+    # it hands provenance (this rank's run context) is checked where unit tests run.
+    from benchrunner.frameworks.tensorflow_horovod import collectives  # noqa: PLC0415 - the module under test
+    from benchrunner.train import RunContext  # noqa: PLC0415
+
+    log: list[str] = []
+    handed = []
+    monkeypatch.setattr(collectives, "init_horovod", lambda workload: (FakeSweepTF(log), FakeSweepHorovod()))
+    monkeypatch.setattr(collectives.provenance, "collect",
+                        lambda tf, hvd, context: handed.append(context) or {"launcher": context.launcher})
+    context = RunContext(run_id="r1", output_dir=tmp_path, launcher="srun", stack="slurm")
+    document = collectives.run(context, 64, 128)
+    assert handed == [context] and document["provenance"] == {"launcher": "srun"}
+    assert [point["bytes"] for point in document["points"]] == [64, 128] and document["ranks"] == 2
+    assert not list(tmp_path.iterdir())

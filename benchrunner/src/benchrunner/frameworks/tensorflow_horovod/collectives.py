@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchrunner import results, watchdog
+from benchrunner.frameworks.tensorflow_horovod import provenance
 from benchrunner.frameworks.tensorflow_horovod.training import init_horovod
 from benchrunner.sweep import bus_bandwidth, iterations_for, sizes
 from benchrunner.train import RunContext
@@ -73,7 +74,7 @@ def run(context: RunContext, min_bytes: int, max_bytes: int) -> dict[str, Any]:
         "host": socket.gethostname(),
         "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "points": points,
-        "provenance": context.provenance(tf, hvd),
+        "provenance": provenance.collect(tf, hvd, context),
     }
     if hvd.rank() == 0:
         results.save(results.ALLREDUCE_RESULT, document, Path(context.output_dir) / results.SWEEP_JSON)

@@ -6,7 +6,7 @@ import os
 import platform
 import re
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchrunner import __version__
 from benchrunner.provenance import (
@@ -25,11 +25,14 @@ from benchrunner.provenance import (
     recorded_environment,
 )
 
+if TYPE_CHECKING:
+    from benchrunner.train import RunContext
 
-def collect(tf: Any, hvd: Any, *, stack: str, launcher: str, network: str, git_commit: str | None) -> dict[str, Any]:
+
+def collect(tf: Any, hvd: Any, context: RunContext) -> dict[str, Any]:
     build = tf.sysconfig.get_build_info()
     return {
-        "benchrunner": {"version": __version__, "git_commit": git_commit},
+        "benchrunner": {"version": __version__, "git_commit": context.git_commit},
         "python": platform.python_version(),
         "tensorflow": {
             "version": tf.__version__,
@@ -58,9 +61,9 @@ def collect(tf: Any, hvd: Any, *, stack: str, launcher: str, network: str, git_c
         "gpus": [_gpu_name(tf, d) for d in tf.config.list_physical_devices("GPU")],
         "nvidia_driver": nvidia_driver(),
         "hcas": hcas(),
-        "stack": stack,
-        "launcher": launcher,
-        "network": network,
+        "stack": context.stack,
+        "launcher": context.launcher,
+        "network": context.network,
         "environment": recorded_environment(),
     }
 

@@ -128,8 +128,7 @@ def run(workload: Workload, context: RunContext) -> dict[str, Any]:
             "trained_on": model.trainable_variables[0].device,
             "gpus_visible": len(tf.config.list_physical_devices("GPU")),
         },
-        "provenance": provenance.collect(tf, hvd, stack=context.stack, launcher=context.launcher,
-                                          network=context.network, git_commit=context.git_commit),
+        "provenance": provenance.collect(tf, hvd, context),
     }
     results.save(results.RANK_RESULT, document, context.output_dir / f"rank-{hvd.rank():05d}.json")
     hvd.shutdown()

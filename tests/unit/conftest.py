@@ -4,6 +4,15 @@ import sys
 
 import pytest
 
+# Importing Ansible's module_utils (these tests do) replaces sys.intern with a callable object, and torch's dynamo,
+# imported lazily by a meta-device build or torch.compile, refuses to wrap anything but a function there: in an xdist
+# worker that ran one of these tests first, benchrunner's torch tests would fail. Conftests load before any test module,
+# so dynamo comes first. Ranks and benchrunner's commands never import Ansible's module_utils.
+try:
+    import torch._dynamo  # noqa: F401
+except ImportError:  # no torch: the tests that need it say so themselves
+    pass
+
 from unit_paths import FIXTURES, PROJECT
 
 sys.path.insert(0, str(PROJECT / "collections"))

@@ -103,7 +103,8 @@ def test_a_cpu_dry_run_records_everything_but_the_gpu(tmp_path):
         # GEMM probe's is the only one, its interval the throughput's scaled.
         assert point["mfu"] is None and "no GPU" in point["peak_missing"]
         vs_probe = point["mfu_vs_probe"]
-        assert 0 < vs_probe["ci95_low"] <= vs_probe["mean"] <= vs_probe["ci95_high"]
+        # A few seconds' steps on shared cores: the interval may reach below 0, the mean may not.
+        assert vs_probe["ci95_low"] <= vs_probe["mean"] <= vs_probe["ci95_high"] and vs_probe["mean"] > 0
         assert vs_probe["ci95_low"] / vs_probe["mean"] == pytest.approx(point["ci95_low"] / point["samples_per_sec"])
         assert point["probe_tflops"] > 0 and point["model_tflops_per_device"] > 0
     text_rows = [line for line in numbers.splitlines() if line.startswith("| llama-tiny |")]

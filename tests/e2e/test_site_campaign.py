@@ -170,4 +170,4 @@ def test_campaign_keeps_what_it_measured_when_a_node_dies_and_resumes(victim, tm
         "allreduce.png", "loss.png", "throughput.png"]
     text = (out / report.REPORT_MD).read_text()
     assert f"Campaign e2e: {len(planned)} runs done, 0 failed." in text
-    assert "small_cnn tfrecord b16 32px | baremetal | 2 | 1 |" in text
+    assert "small_cnn tfrecord b16 32px | baremetal | 2 | images/s | 1 |" in text

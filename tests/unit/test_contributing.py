@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,7 @@ def section(kind: str) -> str:
     return found[0]
 
 
+@cache
 def defined_tests(path: Path) -> set[str]:
     return {node.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
 

@@ -29,7 +29,7 @@ help:
 	@echo "make bench-stack  wall time of the bare-metal stack play on 1 vs 3 fresh lab machines (replaces the lab)"
 	@echo "make screenshots  headless Chromium screenshots of the run pages of recorded lab results (build/screenshots)"
 	@echo "make apiserver    build a real kube-apiserver 1.20.2 from Debian's source (cached; ~20 min the first time);  make apiserver-deps  the packages it builds with"
-	@echo "make apiserver-check  apply the kubernetes role and a benchrunner MPIJob to that API server (docs/apiserver.md)"
+	@echo "make apiserver-check  apply the kubernetes_resources role and a benchrunner MPIJob to that API server (docs/apiserver.md)"
 	@echo "make gpu-record  on one NVIDIA GPU machine, offline: nvidia-smi, facts, GPU checks, PyTorch ResNet-50, the FSDP2 transformer's tokens/s and MFU, the PyTorch peers (build/gpu-record)"
 	@echo "make docs      write each role's README from its argument specs"
 	@echo "make clean     remove results/ and .cache/;  make distclean  also the lab, its node image, the venv and the wheelhouse"

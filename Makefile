@@ -80,12 +80,20 @@ lab-up: host-deps $(VENV)/.ansible
 lab-down: $(VENV)/.ansible
 	ansible-playbook playbooks/lab.yml -e lab_state=absent
 
+# make demo prints a timestamped line as each phase ends, with the seconds since it started, so a run on a fresh
+# machine says where its time went; site.yml ends with each role's own time (profile_roles) and its total.
+DEMO_START := $(shell date +%s)
+demo_phase = echo "make demo: $$(date +%T), $$(( $$(date +%s) - $(DEMO_START) )) s in: $(1)"
 # The node image (mmdebstrap: downloads, then one core of dpkg) builds beside the rest of the control host's packages.
 demo: host-deps $(VENV)/.ansible
+	@$(call demo_phase,host packages and the control host's Ansible ready)
 	@echo "make demo: the node image and the control host's packages, side by side (each one's output when it ends)"
 	$(MAKE) --no-print-directory -j2 --output-sync=target lab-image $(VENV)/.installed
+	@$(call demo_phase,the node image and the control host's packages ready)
 	$(MAKE) --no-print-directory lab-up
-	ansible-playbook site.yml
+	@$(call demo_phase,the lab up)
+	ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_roles,ansible.posix.timer ansible-playbook site.yml
+	@$(call demo_phase,site.yml done (provisioned and the benchmark run))
 	@echo; benchrunner report --results-dir results
 
 # Each part's wall time is printed as it ends, and all of them at the end, so a CI log says where the time went.

@@ -10,7 +10,7 @@
 (c) torch.distributed's sweep (pytorch-ddp; Gloo on the nodes' CPUs): its largest all_reduce's bus bandwidth against
     the same iperf3 figure, goal >= 0.8, and its all_gather's and reduce_scatter's at the largest message.
 (d) benchrunner's PyTorch path against a plain DDP training loop (pytorch_ddp_plain.py): the same network
-    (benchrunner.frameworks._torch.models), ranks, batch, image size, steps, precision, optimizer and mpirun
+    (benchrunner.frameworks._torch.cnn), ranks, batch, image size, steps, precision, optimizer and mpirun
     line. Ratio of rank 0's images/s, benchrunner / plain; goal >= 0.98: what benchrunner's harness costs.
 (e) benchrunner's pytorch-fsdp transformer against a plain FSDP2 loop (pytorch_fsdp_plain.py, written as torchtitan
     and nanoGPT write theirs): the same decoder (benchrunner.frameworks._torch.llama), ranks, batch, sequence length,

@@ -5,7 +5,7 @@ step), timed with time.perf_counter over the measured steps after the warmup.
 
 Started by mpirun (make bench) or torchrun (the GPU record): the rank and world size are the launcher's, the
 rendezvous address the MASTER_ADDR and MASTER_PORT it exports (plain_ranks.py). The network is benchrunner's
-(benchrunner.frameworks._torch.models), so that only the loop around it differs. Every rank prints one JSON line
+(benchrunner.frameworks._torch.cnn), so that only the loop around it differs. Every rank prints one JSON line
 last: its images/s.
 """
 
@@ -20,8 +20,8 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from benchrunner.frameworks._torch.cnn import build
 from benchrunner.frameworks._torch.loop import AUTOCAST_TYPES
-from benchrunner.frameworks._torch.models import build
 
 
 def main() -> int:

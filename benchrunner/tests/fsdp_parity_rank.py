@@ -40,7 +40,7 @@ def train(wrap: loop.Wrap, workload: Workload, placement: distributed.Placement,
     if workload.kind == "image":
         # The framework's own model and synthetic batches (one per rank, seeded by the rank).
         module, _ = loop.build(workload, cpu)
-        images = loop.batches(workload, workload.settings, placement, cpu, module)
+        images = loop.batches(workload, workload.settings, placement, cpu)
         batches = [next(images) for _ in range(STEPS * accumulation)]
     else:
         torch.manual_seed(loop.MODEL_SEED)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import benchrunner
-from benchrunner import dataset, results, watchdog
+from benchrunner import dataset, mfu, results, watchdog
 
 SRC = str(Path(benchrunner.__file__).resolve().parents[1])
 TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
@@ -124,7 +124,12 @@ def test_two_fsdp_ranks_started_by_torchrun_train_llama_tiny_and_sweep(tmp_path)
         utilization = document["utilization"]
         # A CPU has no datasheet peak: MFU only against this rank's GEMM probe, in the run's precision.
         assert utilization["peak"] is None and utilization["mfu"] is None and utilization["peak_missing"]
-        assert utilization["probe"]["dtype"] == "fp32" and 0 < utilization["mfu_vs_probe"] <= 1.05
+        assert utilization["probe"]["dtype"] == "fp32"
+        # Two ranks probing side by side on shared cores can undershoot: then the figure is left out, saying why.
+        if utilization["mfu_vs_probe"] is None:
+            assert "the probe undershot" in utilization["mfu_vs_probe_missing"]
+        else:
+            assert 0 < utilization["mfu_vs_probe"] <= mfu.PROBE_LIMIT and utilization["mfu_vs_probe_missing"] is None
         assert document["provenance"]["torch"]["training"] == {
             "wrapper": "fsdp2", "mesh": {"shard": 2}, "reshard_after_forward": True, "param_dtype": "float32",
             "reduce_dtype": "float32", "optimizer_fused": False}

@@ -445,6 +445,19 @@ def test_a_rank_without_a_probe_leaves_the_run_without_mfu_against_it(run_dir):
     assert used["probe_missing"] == "rank 1: no GEMM probe recorded"
 
 
+def test_a_rank_whose_probe_undershot_leaves_the_run_without_mfu_against_it_and_says_why(run_dir):
+    """Rank 1's probe ran while its cores were shared: its model outran it, so the run has no MFU against the probe,
+    names the rank and the figures, and still records both probes."""
+    directory = run_dir(text_rank_document(0), text_rank_document(1, probe_tflops=1e-9))
+    rank1 = results.load(results.RANK_RESULT, sorted((directory / summary.RAW_DIR).glob("rank-*.json"))[1])
+    assert rank1["utilization"]["mfu_vs_probe"] is None
+    document = summary.write(directory, plots=False)
+    used = document["utilization"]
+    assert used["mfu_vs_probe"] is None and used["probe_tflops"]["maximum"] == 0.5
+    assert used["probe_missing"].startswith("rank 1: MFU ") and "the probe undershot" in used["probe_missing"]
+    assert f"MFU vs probe: - ({used['probe_missing']})" in (directory / "report.md").read_text()
+
+
 def test_an_image_run_says_why_it_has_no_utilization(run_dir, make_rank):
     directory = run_dir(make_rank(0), make_rank(1))
     document = summary.write(directory, plots=False)

@@ -1,6 +1,6 @@
 """The project's Kubernetes path against a real API server: kube-apiserver 1.20.2 (Debian's source, built by
 tools/apiserver/build.sh) on loopback with Debian's etcd 3.4 (tools/apiserver/cluster.sh). playbooks/kubernetes.yml
-applies the kubernetes role's resources to it as to an existing cluster, and benchrunner submits, watches and deletes
+applies the kubernetes_resources role's resources to it as to an existing cluster, and benchrunner submits, watches and deletes
 an MPIJob. No scheduler, controllers or kubelets run: the real server validates, defaults, prunes and stores every
 object, and nothing starts. `make apiserver-check` builds the server and runs this with APISERVER_REQUIRED=1, where a
 missing server fails instead of skipping."""
@@ -24,12 +24,12 @@ PROJECT = Path(__file__).resolve().parents[2]
 TOOLS = PROJECT / "tools" / "apiserver"
 REQUIRED = os.environ.get("APISERVER_REQUIRED") == "1"
 CACHE = Path(os.environ.get("HPCML_CACHE_DIR") or Path.home() / ".cache" / "hpcml")
-DEFAULTS = yaml.safe_load((PROJECT / "roles" / "kubernetes" / "defaults" / "main.yml").read_text())
+DEFAULTS = yaml.safe_load((PROJECT / "roles" / "kubernetes_resources" / "defaults" / "main.yml").read_text())
 NODE = "apinode-0"
 NAMESPACE = "default"
 # The lab's secondary network with reference IPAM (whereabouts is not installed by the role; preflight refuses it).
 NETWORK = {"name": "data", "type": "macvlan", "master": "eth0", "ipam": {"type": "host-local", "subnet": "192.168.210.0/24"}}
-# The manifests the role applies with its defaults plus one secondary network (roles/kubernetes/vars/main.yml).
+# The manifests the role applies with its defaults plus one secondary network (roles/kubernetes_resources/vars/main.yml).
 APPLIED = ["10-flannel", "20-multus", "25-networks", "30-nvidia-runtimeclass", "31-nvidia-device-plugin",
            "32-rdma-shared-device-plugin", "40-mpi-operator"]
 FIELD_MANAGER = "hpcml-kubernetes"
@@ -68,13 +68,13 @@ def api(kubeconfig):
 def mpijob_crd() -> Path | None:
     """The MPI Operator's CRD at the role's pinned version, where this host keeps a copy (it may have no route to
     GitHub, where the role downloads it from); None lets the role download it."""
-    version = DEFAULTS["kubernetes_mpi_operator_version"]
+    version = DEFAULTS["kubernetes_resources_mpi_operator_version"]
     path = Path(os.environ.get("APISERVER_MPIJOB_CRD")
                 or CACHE / f"mpi-operator-{version}" / "kubeflow.org_mpijobs.yaml")
     if not path.is_file():
         return None
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    assert digest == DEFAULTS["kubernetes_mpi_operator_crd_sha256"], f"{path}: sha256 {digest} is not the role's pin"
+    assert digest == DEFAULTS["kubernetes_resources_mpi_operator_crd_sha256"], f"{path}: sha256 {digest} is not the role's pin"
     return path
 
 
@@ -94,9 +94,9 @@ def kubernetes_play(tmp_path: Path, kubeconfig: str, manifests: Path) -> Play:
     inventory.write_text(json.dumps({"all": {
         "hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
         "children": {"nodes": {"hosts": {NODE: {}}}}}}))
-    extravars = {"kubernetes_cluster": "existing", "cluster_kubeconfig": kubeconfig, "cluster_kubernetes_apply": True,
-                 "kubernetes_apply_wait": False, "kubernetes_manifest_dir": str(manifests),
-                 "kubernetes_secondary_networks": [NETWORK]}
+    extravars = {"cluster_kubernetes_mode": "existing", "cluster_kubeconfig": kubeconfig, "cluster_kubernetes_apply": True,
+                 "kubernetes_resources_apply_wait": False, "kubernetes_resources_manifest_dir": str(manifests),
+                 "kubernetes_resources_secondary_networks": [NETWORK]}
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_STDOUT_CALLBACK="default")
     completed = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),

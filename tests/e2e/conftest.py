@@ -12,8 +12,16 @@ def lab_is_up() -> None:
 
 
 @pytest.fixture(scope="session")
-def provisioned() -> None:
-    """The lab provisioned from this checkout (its benchrunner on the nodes), once a session: the modules that only
-    run benchmarks on it share one provisioning run instead of one each (about 150 s apiece on 2 cores)."""
-    outcome = run_site(skip_tags="benchmark")
+def first_run():
+    """site.yml whole on the lab from this checkout, once a session: test_site judges it, and every module that needs
+    a provisioned lab starts from it."""
+    outcome = run_site()
     assert outcome.ok, outcome.failures
+    return outcome
+
+
+@pytest.fixture(scope="session")
+def provisioned(first_run) -> None:
+    """The lab provisioned from this checkout (its benchrunner on the nodes). The modules that only run benchmarks on
+    it share the first run instead of one provisioning run each (about 150 s apiece on 2 cores): test_site's tests
+    that change the cluster by hand each put it back with a rerun of their own."""

@@ -16,13 +16,6 @@ HEAD = "lab-head"
 
 
 @pytest.fixture(scope="module")
-def first_run():
-    outcome = run_site()
-    assert outcome.ok, outcome.failures
-    return outcome
-
-
-@pytest.fixture(scope="module")
 def latest_summary(first_run):
     return results.load(results.SUMMARY, RESULTS / summary.LATEST / summary.SUMMARY_JSON)
 

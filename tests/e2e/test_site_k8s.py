@@ -97,7 +97,7 @@ def test_the_kubernetes_play_in_check_mode_changes_nothing(k8s_run):
 
 
 def test_preflight_says_what_a_k8s_run_needs(tmp_path):
-    outcome = run_site(extravars={**K8S, "cluster_kubernetes_apply": True, "kubernetes_cluster": "existing"})
+    outcome = run_site(extravars={**K8S, "cluster_kubernetes_apply": True, "cluster_kubernetes_mode": "existing"})
     assert not outcome.ok and outcome.changes == []
     assert any("cluster_stack=k8s needs a cluster to apply to" in f and "kube_control_plane" in f
                and "cluster_kubeconfig" in f for f in outcome.failures), outcome.failures
@@ -105,7 +105,7 @@ def test_preflight_says_what_a_k8s_run_needs(tmp_path):
 
 def test_cli_reports_the_same_through_ansible_runner():
     result = subprocess.run([sys.executable, "-m", "benchrunner", "deploy", "--stack", "k8s",
-                             "-e", "cluster_kubernetes_apply=true", "-e", "kubernetes_cluster=existing"], cwd=PROJECT,
+                             "-e", "cluster_kubernetes_apply=true", "-e", "cluster_kubernetes_mode=existing"], cwd=PROJECT,
                             capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode != 0
     assert "cluster_stack=k8s needs a cluster to apply to" in result.stderr and "status: failed" in result.stderr

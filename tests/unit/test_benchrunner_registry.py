@@ -33,7 +33,7 @@ LEFT_TO_BENCHRUNNER = {
     "benchrunner_dataset_tfrecord_shards": ("dataset", "tfrecord_shards"),
 }
 # Role defaults named like a job default that are the inventory's values, not a second default: the RDMA resource
-# the kubernetes role's device plugin advertises.
+# the kubernetes_resources role's device plugin advertises.
 CLUSTER_VALUES = {"benchrunner_rdma_resource"}
 
 

@@ -1,5 +1,5 @@
 """The Kubernetes stack's files for a real cluster, rendered by Ansible from the roles' own templates with the example
-inventory's settings and RDMA facts as rdma_facts reports them, then validated as the role validates them."""
+inventory's settings and RDMA facts as rdma_facts reports them, then validated as kubernetes_resources validates them."""
 
 import json
 import os
@@ -14,21 +14,25 @@ import yaml
 from benchrunner import kubernetes
 from unit_paths import PROJECT
 
-K8S = PROJECT / "roles" / "kubernetes"
+RESOURCES = PROJECT / "roles" / "kubernetes_resources"
+CONTROL_PLANE = PROJECT / "roles" / "kubernetes_control_plane"
+PREFLIGHT = PROJECT / "roles" / "preflight"
 CONTAINERD = PROJECT / "roles" / "containerd"
 SHARED = PROJECT / "roles" / "cluster"
 EXAMPLE = yaml.safe_load((PROJECT / "inventory" / "example" / "group_vars" / "all.yml").read_text())
 MANIFESTS = ["10-flannel", "20-multus", "25-networks", "30-nvidia-runtimeclass", "31-nvidia-device-plugin",
-             "32-rdma-shared-device-plugin", "33-nic-cluster-policy", "40-mpi-operator", "00-kubeadm"]
+             "32-rdma-shared-device-plugin", "33-nic-cluster-policy", "40-mpi-operator"]
 
 
-def render(tmp_path: Path, role: Path, templates: dict[str, str], extra: dict) -> dict[str, str]:
+def render(tmp_path: Path, roles: tuple[Path, ...], templates: dict[Path, str], extra: dict) -> dict[str, str]:
+    """Renders each template (a path) to the output named beside it, with the variables of the roles given."""
     playbook = tmp_path / "render.yml"
     playbook.write_text(json.dumps([{
         "hosts": "localhost", "gather_facts": False,
-        # As a play sees them: the shared values (the cluster role), then the role's own.
-        "vars_files": [str(r / d / "main.yml") for r in (SHARED, role) for d in ("defaults", "vars")],
-        "tasks": [{"ansible.builtin.template": {"src": str(role / "templates" / src), "dest": str(tmp_path / out),
+        # As a play sees them: the shared values (the cluster role), then the roles' own.
+        "vars_files": [str(path) for r in (SHARED, *roles) for d in ("defaults", "vars")
+                       if (path := r / d / "main.yml").is_file()],
+        "tasks": [{"ansible.builtin.template": {"src": str(src), "dest": str(tmp_path / out),
                                                 "mode": "0644"}} for src, out in templates.items()],
     }]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
@@ -43,9 +47,12 @@ def render(tmp_path: Path, role: Path, templates: dict[str, str], extra: dict) -
 def cluster(tmp_path_factory):
     settings = {k: v for k, v in EXAMPLE.items() if k.startswith(("kubernetes_", "cluster_"))}
     # What rdma_facts found on the nodes, and the first control plane's address.
-    extra = {**settings, "_kubernetes_rdma_netdevs": ["ibp12s0", "ibp75s0"], "_kubernetes_control_planes": ["head001"],
-             "_kubernetes_endpoint": "10.0.0.10:6443"}
-    return render(tmp_path_factory.mktemp("k8s"), K8S, {f"{m}.yaml.j2": f"{m}.yaml" for m in MANIFESTS}, extra)
+    extra = {**settings, "_kubernetes_resources_rdma_netdevs": ["ibp12s0", "ibp75s0"],
+             "_kubernetes_control_plane_api_endpoint": "10.0.0.10:6443"}
+    # The resources and, as kubernetes_resources renders it beside them, kubeadm's configuration.
+    templates = {RESOURCES / "templates" / f"{m}.yaml.j2": f"{m}.yaml" for m in MANIFESTS}
+    templates[CONTROL_PLANE / "templates" / "kubeadm.yaml.j2"] = "00-kubeadm.yaml"
+    return render(tmp_path_factory.mktemp("k8s"), (RESOURCES, CONTROL_PLANE), templates, extra)
 
 
 def docs(cluster, name):
@@ -91,7 +98,7 @@ def test_kubeadm_gets_the_version_the_networks_and_the_systemd_driver(cluster):
 def containerd_config(tmp_path, version: str, nvidia: bool, default: bool = True) -> dict:
     # What the container toolkit's registration (the containerd role's runtime entry point) leaves in ansible_local.
     registered = {"hpcml_containerd_runtime_nvidia": {"binary": "/usr/bin/nvidia-container-runtime", "default": default}}
-    out = render(tmp_path, CONTAINERD, {"config.toml.j2": "config.toml"}, {
+    out = render(tmp_path, (CONTAINERD,), {CONTAINERD / "templates" / "config.toml.j2": "config.toml"}, {
         "_containerd_version_out": {"stdout": f"containerd containerd.io {version} abc"},
         "ansible_local": registered if nvidia else {}, "containerd_sandbox_image": "registry.local/pause:3.10"})
     return tomllib.loads(out["config.toml"])
@@ -143,16 +150,18 @@ def test_every_apply_is_server_side_with_one_field_manager():
                if args.get("state", "present") == "present"]
     assert len(applies) >= 2
     for args in applies:
-        assert args.get("apply") is True and args.get("server_side_apply") == "{{ _kubernetes_server_side_apply }}", args
-    settings = yaml.safe_load((K8S / "vars" / "main.yml").read_text())["_kubernetes_server_side_apply"]
+        assert args.get("apply") is True, args
+        assert args.get("server_side_apply") == "{{ _kubernetes_resources_server_side_apply }}", args
+    settings = yaml.safe_load((RESOURCES / "vars" / "main.yml").read_text())["_kubernetes_resources_server_side_apply"]
     assert settings["field_manager"] and settings["force_conflicts"] is True
 
 
 def test_the_mpi_operator_controller_and_crd_are_one_release(tmp_path, cluster):
-    release = yaml.safe_load((K8S / "defaults" / "main.yml").read_text())["kubernetes_mpi_operator_version"]
+    release = yaml.safe_load((RESOURCES / "defaults" / "main.yml").read_text())["kubernetes_resources_mpi_operator_version"]
     assert release == "v0.8.1"
-    (tmp_path / "pins.j2").write_text("{{ kubernetes_mpi_operator_crd_url }}\n{{ kubernetes_mpi_operator_image }}\n")
-    url, image = render(tmp_path, K8S, {str(tmp_path / "pins.j2"): "pins"}, {})["pins"].split()
+    (tmp_path / "pins.j2").write_text(
+        "{{ kubernetes_resources_mpi_operator_crd_url }}\n{{ kubernetes_resources_mpi_operator_image }}\n")
+    url, image = render(tmp_path, (RESOURCES,), {tmp_path / "pins.j2": "pins"}, {})["pins"].split()
     assert url == ("https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.1/manifests/base/"
                    "kubeflow.org_mpijobs.yaml")
     assert image == "mpioperator/mpi-operator:0.8.1"
@@ -162,7 +171,7 @@ def test_the_mpi_operator_controller_and_crd_are_one_release(tmp_path, cluster):
 
 def test_node_feature_discovery_is_deployed_once(tmp_path):
     charts = ("gpu-operator", "network-operator")
-    values = render(tmp_path, K8S, {f"{c}-values.yaml.j2": f"{c}.yaml" for c in charts}, {})
+    values = render(tmp_path, (RESOURCES,), {RESOURCES / "templates" / f"{c}-values.yaml.j2": f"{c}.yaml" for c in charts}, {})
     # Both charts deploy NFD unless told not to: each must say so explicitly, and exactly one may.
     enabled = {c: yaml.safe_load(values[f"{c}.yaml"])["nfd"]["enabled"] for c in charts}
     assert enabled == {"gpu-operator": True, "network-operator": False}
@@ -175,21 +184,23 @@ def test_mpijobs_ask_for_the_rdma_resource_the_device_plugin_advertises(tmp_path
                 "_benchrunner_git_commit": "", "cluster_nodes_group": "all", "benchrunner_shm_size": "2Gi"}
     (tmp_path / "job.j2").write_text("{{ _benchrunner_job_request | to_json }}")
     role = PROJECT / "roles" / "benchrunner"
-    job = json.loads(render(tmp_path, role, {str(tmp_path / "job.j2"): "job.json"}, settings)["job.json"])
+    job = json.loads(render(tmp_path, (role,), {tmp_path / "job.j2": "job.json"}, settings)["job.json"])
     assert job["kubernetes"]["rdma_resource"] == "rdma/hca_x"
     assert job["kubernetes"]["version"] == settings["cluster_kubernetes_version"] and job["launcher"] == "mpijob"
     # The pods' sizes are benchrunner's defaults (job_defaults) unless the inventory sets one: only that one is asked.
     assert job["kubernetes"]["shm_size"] == "2Gi" and not {"worker_cpu", "worker_memory"} & set(job["kubernetes"])
 
 
-def preflight(tmp_path: Path, extra: dict) -> subprocess.CompletedProcess:
+def preflight(tmp_path: Path, role: Path, tasks: str, extra: dict) -> subprocess.CompletedProcess:
+    """Runs one of a role's preflight task files on localhost with the shared values and the role's own."""
     # Rendering only (as the lab) unless the test says otherwise: localhost has no control plane to apply to.
     extra = {"cluster_kubernetes_apply": False, **extra}
     playbook = tmp_path / "preflight.yml"
     playbook.write_text(json.dumps([{
         "hosts": "localhost", "gather_facts": False,
-        "vars_files": [str(r / d / "main.yml") for r in (SHARED, K8S) for d in ("defaults", "vars")],
-        "tasks": [{"ansible.builtin.import_tasks": str(K8S / "tasks" / "00-preflight.yml")}],
+        "vars_files": [str(path) for r in (SHARED, role) for d in ("defaults", "vars")
+                       if yaml.safe_load((path := r / d / "main.yml").read_text())],
+        "tasks": [{"ansible.builtin.import_tasks": str(role / "tasks" / tasks)}],
     }]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
     return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
@@ -204,22 +215,24 @@ def preflight(tmp_path: Path, extra: dict) -> subprocess.CompletedProcess:
     ({"type": "ipvlan", "master": "ib0", "ipam": {"type": "host-local", "subnet": "192.168.100.0/24"}}, None),
 ])
 def test_preflight_refuses_networks_whose_plugins_the_role_does_not_install(tmp_path, network, refused):
-    networks = {"kubernetes_secondary_networks": [{"name": "rdma-net", **network}]}
-    run = preflight(tmp_path, networks)
+    networks = {"kubernetes_resources_secondary_networks": [{"name": "rdma-net", **network}]}
+    run = preflight(tmp_path, RESOURCES, "00-preflight.yml", networks)
     if refused is None:
         assert run.returncode == 0, run.stdout[-2000:]
         return
     assert run.returncode != 0 and f"uses {refused}, which this role does not install" in run.stdout, run.stdout[-2000:]
     # Said installed, the same network passes.
-    assert preflight(tmp_path, {**networks, "kubernetes_cni_plugins_installed": [refused]}).returncode == 0
+    assert preflight(tmp_path, RESOURCES, "00-preflight.yml",
+                     {**networks, "kubernetes_resources_cni_plugins_installed": [refused]}).returncode == 0
 
 
 def test_preflight_says_what_a_cluster_to_apply_to_needs(tmp_path):
-    run = preflight(tmp_path, {"cluster_kubernetes_apply": True})
+    run = preflight(tmp_path, PREFLIGHT, "kubernetes.yml", {"cluster_kubernetes_apply": True})
     text = " ".join(run.stdout.split())
     assert run.returncode != 0 and "cluster_stack=k8s needs a cluster to apply to" in text, run.stdout[-2000:]
     assert "inventory group 'kube_control_plane'" in text
     existing = tmp_path / "kubeconfig"
     existing.write_text("apiVersion: v1\nkind: Config\n")
-    assert preflight(tmp_path, {"cluster_kubernetes_apply": True, "kubernetes_cluster": "existing",
-                                "cluster_kubeconfig": str(existing)}).returncode == 0
+    existing_cluster = {"cluster_kubernetes_apply": True, "cluster_kubernetes_mode": "existing",
+                        "cluster_kubeconfig": str(existing)}
+    assert preflight(tmp_path, PREFLIGHT, "kubernetes.yml", existing_cluster).returncode == 0

@@ -1,5 +1,5 @@
 """A mirror's login in a repository URL (https://user:password@mirror/...): package_source's repository tasks (which
-nvidia_repo, the kubernetes and the rdma roles use) write the URL bare to the world-readable source file and the login
+nvidia_repo, the kubernetes_node and the rdma roles use) write the URL bare to the world-readable source file and the login
 to a file only root reads, apt's auth.conf.d or a 0600 .repo file, and never print the password. apt itself, given the
 written files, sends the login to a server that asks for it."""
 

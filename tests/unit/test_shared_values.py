@@ -102,7 +102,8 @@ def role_arguments(role: Path) -> set[str]:
             for key in ("block", "rescue", "always"):
                 walk(task.get(key))
             include = task.get("ansible.builtin.include_role")
-            if include:
+            # A role named at run time (a loop over roles) is not resolved: what it is passed stays counted as read.
+            if include and "{{" not in include["name"]:
                 specs = load(ROLES / include["name"] / "meta" / "argument_specs.yml")["argument_specs"]
                 options = specs.get(include.get("tasks_from", "main"), {}).get("options", {})
                 passed.update(name for name in task.get("vars", {}) if name in options)

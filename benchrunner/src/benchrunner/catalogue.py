@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from benchrunner import mfu, models
-from benchrunner.models import cnn, llama
 
 # The sequence length FLOPs per token are listed at unless another is asked for: Llama 2's context, torchtitan's and
 # the GPU record's default.
@@ -38,16 +37,15 @@ def document(sequence_length: int = DEFAULT_SEQUENCE_LENGTH) -> dict[str, Any]:
             "published_parameters": spec.published_parameters, "published_source": spec.published_source,
             "built_at": None, "flops": None, "flops_missing": None}
         if spec.kind == "image":
-            image_size, classes = cnn.catalogue_input(name)
+            image_size, classes = models.catalogue_input(name)
             entry["built_at"] = {"image_size": image_size, "classes": classes}
             entry["flops_missing"] = "no FLOPs count for image models"
         else:
-            config = llama.config(name)
-            if sequence_length > config.max_seq_len:
-                entry["flops_missing"] = (f"sequence length {sequence_length} is longer than {name}'s "
-                                          f"{config.max_seq_len} tokens")
+            longest = models.max_sequence_length(name)
+            if sequence_length > longest:
+                entry["flops_missing"] = f"sequence length {sequence_length} is longer than {name}'s {longest} tokens"
             else:
-                entry["flops"] = llama.flops(config, sequence_length)
+                entry["flops"] = models.flops(name, sequence_length)
         entries.append(entry)
     return {"sequence_length": sequence_length, "torch": torch_version, "parameters_missing": missing,
             "models": entries}

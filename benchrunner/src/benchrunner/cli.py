@@ -557,7 +557,8 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         prog="benchrunner",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Horovod TensorFlow training benchmark for GPU clusters, on bare metal or Kubernetes.",
+        description="Distributed training benchmark for GPU clusters (Horovod + TensorFlow, PyTorch DDP and FSDP2; CNNs "
+                    "and transformers), on bare metal, under Slurm or on Kubernetes.",
         epilog="On the control host, in the project folder:\n"
                "  benchrunner deploy                      provision the cluster (site.yml without the benchmark)\n"
                "  benchrunner bench                       one benchmark run; results in results/<run-id>/\n"

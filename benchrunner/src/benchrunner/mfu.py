@@ -23,11 +23,13 @@ TERMS = {"N": "non-embedding parameters", "L": "layers", "H": "attention heads",
 # TF32 matmuls are enabled (peak_precision's tf32 argument).
 PEAK_PRECISIONS = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16", "fp32": "fp32"}
 
-# MFU against the datasheet peak cannot pass 1: a model's arithmetic cannot outrun the chip's. Against the probe a
+# MFU against the datasheet peak cannot pass 1: a model's arithmetic cannot outrun the chip's, so beyond it the inputs
+# are wrong (a FLOPs count, a throughput, a device's name or precision) and the rank fails. Against the probe a
 # little can: the probe is one GEMM shape timed for about a second before training, on clocks that boost and throttle
-# with temperature and power, so the same device measured again differs by a few per cent; and a model's large GEMMs
-# can run marginally faster than the probe's square one. Beyond 5% it is no such wobble but wrong inputs (a FLOPs
-# count, a throughput or a probe for another device or precision).
+# with temperature and power, and a model's large GEMMs can run marginally faster than its square one. Beyond 5% the
+# probe itself undershot: the device was shared while it ran (ranks probing side by side on one CPU's cores, another
+# job on the GPU), which says nothing of the run. That MFU is left out (null) with the figures that gave it, and
+# the run goes on.
 PEAK_LIMIT = 1.0
 PROBE_LIMIT = 1.05
 
@@ -67,14 +69,9 @@ def peak_precision(precision: str, tf32: bool) -> str:
     return "tf32" if which == "fp32" and tf32 else which
 
 
-def _fraction(achieved: float, against: float, limit: float, what: str, detail: str) -> float:
-    fraction = achieved / against
-    if fraction > limit:
-        raise ImplausibleUtilization(
-            f"MFU {fraction:.3f} against {what} ({against:.4g} TFLOP/s; {detail}) exceeds {limit}: the model's "
-            f"{achieved:.4g} TFLOP/s cannot be right. Check the FLOPs per token, the samples per second and "
-            "the device's name and precision")
-    return fraction
+def _implausible(fraction: float, against: float, achieved: float, what: str, detail: str, limit: float) -> str:
+    return (f"MFU {fraction:.3f} against {what} ({against:.4g} TFLOP/s; {detail}) exceeds {limit}: the model's "
+            f"{achieved:.4g} TFLOP/s")
 
 
 def utilization(flops_per_unit: float, samples_per_sec: float, product: str | None, precision: str, tf32: bool,
@@ -85,7 +82,8 @@ def utilization(flops_per_unit: float, samples_per_sec: float, product: str | No
     flops_per_unit: model FLOPs per sample (flops_per_token's per_unit); samples_per_sec: this rank's throughput in
     the same unit; product: the device's name as nvidia-smi prints it, None on a CPU; precision: the workload's;
     tf32: whether fp32 matmuls ran as TF32; probe: benchrunner.frameworks._torch.probe's result on this device.
-    An MFU beyond PEAK_LIMIT or PROBE_LIMIT raises ImplausibleUtilization with the figures."""
+    An MFU beyond PEAK_LIMIT raises ImplausibleUtilization with the figures; one beyond PROBE_LIMIT is null, and
+    mfu_vs_probe_missing says why with the figures."""
     _positive_finite("flops_per_unit", flops_per_unit)
     _positive_finite("samples_per_sec", samples_per_sec)
     which = peak_precision(precision, tf32)
@@ -93,14 +91,24 @@ def utilization(flops_per_unit: float, samples_per_sec: float, product: str | No
     peak, peak_missing = peaks.lookup(product, which)
     mfu = None
     if peak is not None:
-        mfu = _fraction(achieved, peak["tflops"], PEAK_LIMIT, f"the {which} peak of {product}", peak["source"])
-    mfu_vs_probe = None
+        mfu = achieved / peak["tflops"]
+        if mfu > PEAK_LIMIT:
+            raise ImplausibleUtilization(
+                _implausible(mfu, peak["tflops"], achieved, f"the {which} peak of {product}", peak["source"], PEAK_LIMIT)
+                + " cannot be right. Check the FLOPs per token, the samples per second and the device's name and "
+                "precision")
+    mfu_vs_probe = mfu_vs_probe_missing = None
     if probe is not None:
         if probe["dtype"] != which:
             raise ValueError(f"the probe ran {probe['dtype']} matmuls, the run {which}: MFU against it would compare "
                              "different arithmetic")
         probe_tflops = _positive_finite("probe tflops", probe["tflops"])
-        mfu_vs_probe = _fraction(achieved, probe_tflops, PROBE_LIMIT, f"the GEMM probe on {probe['device']}",
-                                 f"{probe['size']}x{probe['size']} {probe['dtype']}")
+        mfu_vs_probe = achieved / probe_tflops
+        if mfu_vs_probe > PROBE_LIMIT:
+            mfu_vs_probe_missing = _implausible(
+                mfu_vs_probe, probe_tflops, achieved, f"the GEMM probe on {probe['device']}",
+                f"{probe['size']}x{probe['size']} {probe['dtype']}", PROBE_LIMIT) + (
+                " outran it: the probe undershot (a device shared while it ran), so no MFU against it")
+            mfu_vs_probe = None
     return {"model_tflops_per_device": achieved, "precision": which, "peak": peak, "peak_missing": peak_missing,
-            "mfu": mfu, "probe": probe, "mfu_vs_probe": mfu_vs_probe}
+            "mfu": mfu, "probe": probe, "mfu_vs_probe": mfu_vs_probe, "mfu_vs_probe_missing": mfu_vs_probe_missing}

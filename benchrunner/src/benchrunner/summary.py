@@ -283,14 +283,17 @@ def utilization(ranks: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str
                            r["utilization"]["peak_missing"] or "no MFU against a peak recorded")
     if not peak_missing and len(peaks) != 1:
         peak_missing = "ranks ran on devices with different peaks: each rank's MFU is against its own"
-    probe_missing = _absent(ranks, lambda r: None if r["utilization"]["probe"] else "no GEMM probe recorded")
+    probe_absent = _absent(ranks, lambda r: None if r["utilization"]["probe"] else "no GEMM probe recorded")
+    probe_missing = probe_absent or _absent(
+        ranks, lambda r: None if r["utilization"]["mfu_vs_probe"] is not None else
+        r["utilization"].get("mfu_vs_probe_missing") or "no MFU against the probe recorded")
     return {
         "precision": precisions.pop(),
         "model_tflops_per_device": _spread([u["model_tflops_per_device"] for u in used]),
         "peak": used[0]["peak"] if len(peaks) == 1 else None,
         "peak_missing": peak_missing,
         "mfu": None if any(u["mfu"] is None for u in used) else _spread([u["mfu"] for u in used]),
-        "probe_tflops": None if probe_missing else _spread([u["probe"]["tflops"] for u in used]),
+        "probe_tflops": None if probe_absent else _spread([u["probe"]["tflops"] for u in used]),
         "probe_missing": probe_missing,
         "mfu_vs_probe": None if probe_missing else _spread([u["mfu_vs_probe"] for u in used]),
     }, None

@@ -16,7 +16,6 @@ from functools import cache
 from typing import Any
 
 from benchrunner import frameworks, models
-from benchrunner.models import cnn, llama
 
 DATA_MODES = ("synthetic", "images", "tfrecord", "tokens")
 # The data modes that read a dataset of each kind; synthetic data is made for either.
@@ -145,7 +144,7 @@ class Workload:
             problems.append(f"data {self.data!r} feeds {'image' if kind == 'text' else 'text'} models; {named}: use "
                             f"data 'synthetic' or {' or '.join(map(repr, KIND_DATA[kind]))}")
         if kind == "image":
-            smallest = cnn.MIN_IMAGE_SIZE.get(self.model, 8)
+            smallest = models.min_image_size(self.model)
             if self.image_size < smallest:
                 problems.append(f"image size {self.image_size} is below the {smallest} px {self.model} accepts")
             if self.num_classes < 2:
@@ -153,9 +152,9 @@ class Workload:
         elif not 1 <= self.sequence_length <= MAX_SEQUENCE_LENGTH:
             problems.append(f"sequence length must be from 1 to {MAX_SEQUENCE_LENGTH} tokens (got "
                             f"{self.sequence_length})")
-        elif self.sequence_length > llama.config(self.model).max_seq_len:
+        elif self.sequence_length > models.max_sequence_length(self.model):
             problems.append(f"sequence length {self.sequence_length} is longer than the "
-                            f"{llama.config(self.model).max_seq_len} tokens {self.model} takes")
+                            f"{models.max_sequence_length(self.model)} tokens {self.model} takes")
         return problems
 
     def _training_problems(self) -> list[str]:
@@ -212,11 +211,11 @@ class Workload:
     @property
     def multi_label(self) -> bool:
         """Real data is ChestX-ray14-style (14 independent findings), as is CheXNet on any data."""
-        return self.model in cnn.MULTI_LABEL or self.data != "synthetic"
+        return models.multi_label(self.model) or self.data != "synthetic"
 
     @property
     def classes(self) -> int:
-        return cnn.CHEXNET_FINDINGS if self.multi_label else self.num_classes
+        return models.multi_label_classes(self.model) if self.multi_label else self.num_classes
 
     def record(self) -> dict[str, Any]:
         """The workload as results store it: one flat mapping, the framework's settings beside the shared ones, the

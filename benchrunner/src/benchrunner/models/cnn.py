@@ -5,6 +5,7 @@ from __future__ import annotations
 from benchrunner.models import ModelSpec
 
 NAME = "cnn"
+TORCH_BUILDER = "benchrunner.frameworks._torch.cnn"
 # CheXNet predicts 14 findings independently (multi-label), hence sigmoid outputs.
 CHEXNET_FINDINGS = 14
 # Multi-label models train on independent binary targets; the rest on one class per image.
@@ -33,3 +34,16 @@ def catalogue_input(name: str) -> tuple[int, int]:
     """(image size, classes) a model's parameters are counted at in the catalogue: ImageNet's, as published counts
     are; CheXNet's findings for the multi-label model, which has no other number of outputs."""
     return IMAGENET_IMAGE_SIZE, CHEXNET_FINDINGS if name in MULTI_LABEL else IMAGENET_CLASSES
+
+
+def min_image_size(name: str) -> int:
+    return MIN_IMAGE_SIZE[name]
+
+
+def multi_label(name: str) -> bool:
+    return name in MULTI_LABEL
+
+
+def multi_label_classes(name: str) -> int:
+    """Multi-label data is ChestX-ray14-style, whichever model trains on it: one output per finding."""
+    return CHEXNET_FINDINGS

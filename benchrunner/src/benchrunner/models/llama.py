@@ -11,6 +11,7 @@ from benchrunner import mfu
 from benchrunner.models import ModelSpec
 
 NAME = "llama"
+TORCH_BUILDER = "benchrunner.frameworks._torch.llama"
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,12 @@ def parameters(c: LlamaConfig) -> int:
     return non_embedding_parameters(c) + (0 if c.tied_embeddings else c.vocab_size * c.dim)
 
 
+def max_sequence_length(name: str) -> int:
+    return config(name).max_seq_len
 
-def flops(c: LlamaConfig, sequence_length: int) -> dict[str, Any]:
+
+def flops(name: str, sequence_length: int) -> dict[str, Any]:
     """The model FLOPs per token trained at the sequence length, with the formula and its terms, as a result records
-    them (benchrunner.mfu's count, from this shape)."""
+    them (benchrunner.mfu's count, from the preset's shape)."""
+    c = config(name)
     return mfu.flops_per_token(non_embedding_parameters(c), c.n_layers, c.n_heads, c.head_dim, sequence_length)

@@ -18,6 +18,7 @@ from torch import nn
 
 from benchrunner.models import llama
 from benchrunner.models.llama import LlamaConfig
+from benchrunner.workload import Workload
 
 # The standard deviation of every weight's normal initialisation (GPT-2's and torchtitan's); the projections that write
 # into the residual stream get it divided by sqrt(2 x layers), so that the stream's variance does not grow with depth
@@ -163,3 +164,13 @@ def build(name: str) -> Transformer:
     """The named preset of benchrunner.models.llama, randomly initialised (on the current default device: the meta
     device allocates nothing)."""
     return Transformer(llama.config(name))
+
+
+# What benchrunner.frameworks._torch.models asks of a family's torch builder: the catalogue's count is the preset's.
+for_catalogue = build
+
+
+def for_workload(workload: Workload, device: torch.device) -> tuple[Transformer, str]:
+    """The workload's preset built on the device itself (no full copy through host memory), and who defined it."""
+    with device:
+        return build(workload.model), "benchrunner"

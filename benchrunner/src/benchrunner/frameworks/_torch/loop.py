@@ -22,10 +22,10 @@ from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
 from benchrunner import mfu, results
-from benchrunner.frameworks._torch import data, distributed, llama, models, probe, provenance, tokens
+from benchrunner import models as catalogue
+from benchrunner.frameworks._torch import data, distributed, models, probe, provenance, tokens
 from benchrunner.frameworks._torch.distributed import Placement
 from benchrunner.frameworks._torch.settings import TorchSettings
-from benchrunner.models import llama as llama_models
 from benchrunner.train import RunContext, learning_rate, mark, measure, measurements
 from benchrunner.workload import Workload
 
@@ -174,22 +174,17 @@ class Trainer:
 
 
 def build(workload: Workload, device: torch.device) -> tuple[nn.Module, str]:
-    """The workload's model, built from MODEL_SEED: a transformer on the device itself (no full copy through host
-    memory), an image model on the CPU then moved; and who defined it."""
+    """The workload's model on the device, built from MODEL_SEED by its family's torch builder; and who defined it."""
     torch.manual_seed(MODEL_SEED)
-    if workload.kind == "text":
-        with device:
-            return llama.build(workload.model), "benchrunner"
-    module, source = models.build(workload.model, workload.image_size, workload.classes)
-    return module.to(device), source
+    return models.build(workload, device)
 
 
-def batches(workload: Workload, settings: TorchSettings, placement: Placement, device: torch.device,
-            module: nn.Module) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def batches(workload: Workload, settings: TorchSettings, placement: Placement,
+            device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(input, target) micro-batches: images and labels, or token ids below the model's vocabulary and the next
     token of each position."""
     if workload.kind == "text":
-        return tokens.batches(workload, module.config.vocab_size, placement, device)
+        return tokens.batches(workload, catalogue.get(workload.model).vocab_size, placement, device)
     return data.batches(workload, settings, placement, device)
 
 
@@ -220,7 +215,7 @@ def arithmetic(workload: Workload, samples_per_sec: float, device: torch.device,
     CNNs yet)."""
     if workload.kind != "text":
         return {"flops": None, "utilization": None}
-    flops = llama_models.flops(llama_models.config(workload.model), workload.sequence_length)
+    flops = catalogue.flops(workload.model, workload.sequence_length)
     product = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     return {"flops": flops, "utilization": mfu.utilization(flops["per_unit"], samples_per_sec, product,
                                                            workload.precision, probe.tf32_enabled(device), gemm)}
@@ -248,7 +243,7 @@ def run(name: str, workload: Workload, settings: TorchSettings, context: RunCont
         module = module.to(memory_format=torch.channels_last)
     parameters = models.parameter_count(module)
     steps = trainer(module, workload, settings, placement, device, wrap, compile_blocks)
-    micro_batches = batches(workload, settings, placement, device, module)
+    micro_batches = batches(workload, settings, placement, device)
     mark("model_ready")
 
     measured = measure(workload, lambda: [next(micro_batches) for _ in range(workload.gradient_accumulation_steps)],

@@ -31,7 +31,8 @@ help:
 	@echo "make apiserver    build a real kube-apiserver 1.20.2 from Debian's source (cached; ~20 min the first time);  make apiserver-deps  the packages it builds with"
 	@echo "make apiserver-check  apply the kubernetes_resources role and a benchrunner MPIJob to that API server (docs/apiserver.md)"
 	@echo "make gpu-record  on one NVIDIA GPU machine, offline: nvidia-smi, facts, GPU checks, PyTorch ResNet-50, the FSDP2 transformer's tokens/s and MFU, the PyTorch peers (build/gpu-record)"
-	@echo "make docs      write each role's README from its argument specs"
+	@echo "make docs      write the schemas' launcher and framework enums and the benchrunner role's choices from the"
+	@echo "               registries, then each role's README from its argument specs"
 	@echo "make clean     remove results/ and .cache/;  make distclean  also the lab, its node image, the venv and the wheelhouse"
 
 host-deps:
@@ -203,6 +204,7 @@ gpu-record:
 	$(GPU_RECORD_PYTHON) tools/gpu_record.py $(GPU_RECORD_OUT) $(GPU_RECORD_ARGS)
 
 docs: deps
+	python tools/registry_enums.py
 	python tools/role_readme.py
 
 clean:

@@ -63,7 +63,9 @@ def test_real_data_without_a_folder_is_the_dataset_the_play_makes():
     ({"hosts": ["gpu1\ngpu2 slots=64"]}, "host 'gpu1\\ngpu2 slots=64' is not a hostname"),
     ({"run_id": "latest"}, "run id 'latest' is reserved"),
     ({"launcher": "srun"}, "launcher srun does not run on stack baremetal"),
-    ({"slurm": {"partition": "a\n#SBATCH --uid=0"}}, "Slurm partition 'a\\n#SBATCH --uid=0' is not a partition name"),
+    # A launcher checks its own settings: srun's partition, here, goes into its batch script.
+    ({"stack": "slurm", "launcher": "srun", "slurm": {"partition": "a\n#SBATCH --uid=0"}},
+     "Slurm partition 'a\\n#SBATCH --uid=0' is not a partition name"),
     ({"program": "allreduce", "allreduce": {"min_bytes": 6}}, "min a multiple of 4"),
     ({"timeout_s": 0}, "at timeout_s: 0 is less than or equal to the minimum of 0"),
     ({"stall_timeout_s": 0}, "at stall_timeout_s: 0 is less than or equal to the minimum of 0"),
@@ -460,7 +462,7 @@ def test_a_launcher_whose_ranks_beat_here_runs_watched_with_the_jobs_limits(tmp_
     monkeypatch.setattr(watchdog, "supervise", lambda start, **given: watches.append(given) or 0)
     started = []
     monkeypatch.setattr(launchers.get(launcher), "start",
-                        lambda job, options, **limits: started.append((job, limits)) or 0)
+                        lambda job, settings, options, limits: started.append((job, limits)) or 0)
     stack = "slurm" if launcher == "srun" else "baremetal"
     framework = ["--framework", "pytorch-ddp"] if launcher == "torchrun" else []
     assert cli.main(["launch", "--run-id", "r1", "--results-dir", str(tmp_path), "--ranks", "2", "--hosts", hosts,
@@ -470,5 +472,4 @@ def test_a_launcher_whose_ranks_beat_here_runs_watched_with_the_jobs_limits(tmp_
         assert watches == [{"run_id": "r1", "run_dir": tmp_path / "r1", "ranks": 2,
                             "limits": watchdog.Limits(timeout_s=600, stall_timeout_s=60)}] and started == []
     else:
-        assert watches == [] and [limits for _, limits in started] == [
-            {"limits": watchdog.Limits(timeout_s=600, stall_timeout_s=60)}]
+        assert watches == [] and [limits for _, limits in started] == [watchdog.Limits(timeout_s=600, stall_timeout_s=60)]

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from benchrunner import cli, kubernetes, launchers, logship, mpijob, provenance, results
+from benchrunner import cli, kubernetes, launchers, logship, provenance, results
 from benchrunner.launchers import mpijob as k8s_launcher
+from benchrunner.launchers.mpijob import submit
 from benchrunner.workload import Workload
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -34,13 +35,13 @@ def golden_job(network: str) -> launchers.Job:
                          env=(("NCCL_DEBUG", "INFO"),), git_commit="0" * 40)
 
 
-PODS = k8s_launcher.PodSettings(shm_size="8Gi", worker_cpu="16", worker_memory="64Gi",
-                             rdma_resource="rdma/rdma_shared_device_a")
+Settings = k8s_launcher.MPIJob.Settings
+PODS = {"shm_size": "8Gi", "worker_cpu": "16", "worker_memory": "64Gi", "rdma_resource": "rdma/rdma_shared_device_a"}
 
 
 def render(network: str) -> dict:
-    return k8s_launcher.mpijob_manifest(golden_job(network), image="registry.example.com/hpcml/benchrunner:0.2.0-cuda",
-                                     pods=PODS, **MODES[network])
+    return k8s_launcher.mpijob_manifest(golden_job(network), Settings(
+        image="registry.example.com/hpcml/benchrunner:0.2.0-cuda", **PODS, **MODES[network]))
 
 
 @pytest.mark.parametrize("network", sorted(MODES))
@@ -76,17 +77,16 @@ def test_rdma_workers_get_the_hca_locked_memory_and_the_network():
 
 
 def test_an_rdma_job_takes_the_resource_name_from_the_settings_only():
-    assert k8s_launcher.mpijob_manifest(golden_job("rdma"), image="i", pods=k8s_launcher.PodSettings(
-        rdma_resource="rdma/hca_b"))["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
-        "resources"]["limits"]["rdma/hca_b"] == 1
+    manifest = k8s_launcher.mpijob_manifest(golden_job("rdma"), Settings(image="i", rdma_resource="rdma/hca_b"))
+    assert worker(manifest)["spec"]["containers"][0]["resources"]["limits"]["rdma/hca_b"] == 1
     with pytest.raises(ValueError, match="--rdma-resource"):
-        k8s_launcher.mpijob_manifest(golden_job("rdma"), image="i")
+        k8s_launcher.mpijob_manifest(golden_job("rdma"), Settings(image="i"))
 
 
 @pytest.mark.parametrize("gpus", [0, 4])
 def test_pods_get_memory_backed_shm_and_workers_requests_and_a_node_each(gpus):
     job = launchers.Job(run_id="r1", output_dir="/o", ranks=4, gpus_per_node=gpus, stack="k8s", launcher="mpijob")
-    manifest = k8s_launcher.mpijob_manifest(job, image="i", pods=PODS)
+    manifest = k8s_launcher.mpijob_manifest(job, Settings(image="i", **PODS))
     replicas = manifest["spec"]["mpiReplicaSpecs"]
     for role in ("Launcher", "Worker"):
         spec = replicas[role]["template"]["spec"]
@@ -125,7 +125,7 @@ def test_slots_are_the_gpus_of_a_node_and_workers_the_nodes():
 def test_results_travel_in_the_log_unless_a_shared_claim_is_given():
     launcher = render("tcp")["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert {"name": results.STDOUT_ENV, "value": "1"} in launcher["env"]
-    with_claim = k8s_launcher.mpijob_manifest(golden_job("tcp"), image="i", results_claim="bench-results")
+    with_claim = k8s_launcher.mpijob_manifest(golden_job("tcp"), Settings(image="i", results_claim="bench-results"))
     env = with_claim["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"]
     assert results.STDOUT_ENV not in {e["name"] for e in env}
 
@@ -198,7 +198,7 @@ def test_every_run_id_names_an_mpijob_whose_derived_names_are_all_valid(workers)
 
 def test_a_date_run_id_gives_an_mpijob_the_api_server_and_the_operator_accept():
     job = launchers.Job(run_id="20261123T101500Z-k8s", output_dir="/o", ranks=4, stack="k8s", launcher="mpijob")
-    manifest = k8s_launcher.mpijob_manifest(job, image="i:1")
+    manifest = k8s_launcher.mpijob_manifest(job, Settings(image="i:1"))
     assert kubernetes.validate(manifest).startswith("kubeflow.org/v2beta1 MPIJob run-20261123t101500z-k8s-")
     # What the old mapping gave: a Service name starting with a digit, which the API server refuses.
     manifest["metadata"]["name"] = "20261123t101500z-k8s"
@@ -315,7 +315,7 @@ def test_a_log_cut_by_rotation_reports_the_missing_ranks_and_parses_nothing_wron
     log = forwarded(files, seed=3)
     # kubelet rotated the log: the API serves what came after some point in the middle.
     tail = log[len(log) // 2:]
-    written, missing = mpijob.write_collected(tail, tmp_path, tmp_path / "raw", mpijob.expected_results("train", 4))
+    written, missing = submit.write_collected(tail, tmp_path, tmp_path / "raw", submit.expected_results("train", 4))
     assert missing and all(line.startswith("rank-") or "beyond repair" in line for line in missing)
     for path in written:
         assert path.read_text() == files[path.name]
@@ -333,7 +333,7 @@ def test_a_record_that_was_changed_is_refused_not_parsed():
 
 
 class FakeCluster:
-    """The two Kubernetes APIs mpijob.run uses, answering as the MPI Operator would: outcome None is a job still
+    """The two Kubernetes APIs submit.run uses, answering as the MPI Operator would: outcome None is a job still
     running (or, not acknowledged, one the operator never saw); events are (kind, name, type, reason, message)."""
 
     def __init__(self, outcome: str | None, log: str, events: tuple = (), acknowledged: bool = True):
@@ -375,10 +375,10 @@ EXPECTED = ["rank-00000.json"]
 def test_a_finished_mpijob_is_collected_then_deleted(tmp_path, capsys):
     cluster = FakeCluster("Succeeded", shipped_log(capsys))
     manifest = render("tcp")
-    assert mpijob.run(manifest, expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
+    assert submit.run(manifest, expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
                       clients=(cluster, cluster), progress=lambda _: None) == 0
     assert (tmp_path / "raw" / "rank-00000.json").read_text() == '{"rank": 0}\n'
-    assert "Permanently added" in (tmp_path / mpijob.LAUNCHER_LOG).read_text()
+    assert "Permanently added" in (tmp_path / submit.LAUNCHER_LOG).read_text()
     name = manifest["metadata"]["name"]
     assert cluster.calls[0] == ("create", "kubeflow.org", "v2beta1", "mpijobs", name)
     assert ("pods", f"training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher") in cluster.calls
@@ -387,7 +387,7 @@ def test_a_finished_mpijob_is_collected_then_deleted(tmp_path, capsys):
 
 def test_a_failed_mpijob_keeps_what_ranks_wrote_and_fails(tmp_path, capsys):
     cluster = FakeCluster("Failed", shipped_log(capsys))
-    assert mpijob.run(render("tcp"), expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
+    assert submit.run(render("tcp"), expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=5, poll_s=0,
                       clients=(cluster, cluster), progress=lambda _: None) == 1
     assert (tmp_path / "raw" / "rank-00000.json").exists()
     assert cluster.calls[-1][0] == "delete"
@@ -396,7 +396,7 @@ def test_a_failed_mpijob_keeps_what_ranks_wrote_and_fails(tmp_path, capsys):
 def run_briefly(cluster: FakeCluster, tmp_path: Path, **options) -> tuple[int, list[str], float]:
     said: list[str] = []
     start = time.monotonic()
-    code = mpijob.run(render("tcp"), expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=60, poll_s=0.01,
+    code = submit.run(render("tcp"), expected=EXPECTED, run_dir=tmp_path, kubeconfig=None, timeout_s=60, poll_s=0.01,
                       clients=(cluster, cluster), progress=said.append, **options)
     return code, said, time.monotonic() - start
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from benchrunner import cli, kubernetes, launchers, rank_env, watchdog
+from benchrunner import cli, launchers, rank_env, watchdog
 from benchrunner.launchers import horovodrun, mpirun, srun, torchrun
 from benchrunner.launchers import mpijob as k8s_launcher
+from benchrunner.launchers.mpijob import checks as mpijob_checks
 from benchrunner.workload import Workload
 
 WORKLOAD = Workload.from_mapping({"model": "resnet50", "data": "tfrecord", "data_dir": "/data/cxr", "batch_size": 64,
@@ -141,7 +142,7 @@ def test_every_launcher_hands_the_ranks_the_same_workload(launcher):
     elif launcher == "srun":
         argv = srun_command(srun.script(the_job, LIMITS))
     else:
-        manifest = k8s_launcher.mpijob_manifest(the_job, image="registry.local/benchrunner:1")
+        manifest = k8s_launcher.mpijob_manifest(the_job, k8s_launcher.MPIJob.Settings(image="registry.local/benchrunner:1"))
         argv = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     args = parsed(argv)
     assert Workload.from_args(args) == WORKLOAD
@@ -169,13 +170,13 @@ RDMA = "rdma/hca_shared"
 
 def mpijob(network: str, **options):
     return k8s_launcher.mpijob_manifest(job(stack="k8s", launcher="mpijob", network=network),
-                                     image="registry.local/benchrunner:1",
-                                     pods=k8s_launcher.PodSettings(rdma_resource=RDMA), **options)
+                                        k8s_launcher.MPIJob.Settings(image="registry.local/benchrunner:1",
+                                                                     rdma_resource=RDMA, **options))
 
 
 @pytest.mark.parametrize("network", launchers.NETWORKS)
 def test_mpijob_for_every_network_mode_validates_against_the_v2beta1_schema(network):
-    kubernetes.validate_mpijob(mpijob(network, network_attachment="rdma-net", results_claim="results"))
+    mpijob_checks.validate_mpijob(mpijob(network, network_attachment="rdma-net", results_claim="results"))
 
 
 def test_mpijob_golden_rdma():
@@ -212,7 +213,7 @@ def test_the_schema_catches_what_the_api_server_would_refuse(path, value, where)
         target = target[key]
     target[path[-1]] = value
     with pytest.raises(ValueError, match=f"at {where}"):
-        kubernetes.validate_mpijob(manifest)
+        mpijob_checks.validate_mpijob(manifest)
 
 
 def test_k8s_names_are_kept_when_valid_and_made_valid_otherwise():
@@ -319,7 +320,7 @@ def test_torchrun_ends_the_job_when_one_agent_fails(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(torchrun, "POLL_S", 0.05)
     job_ = torch_job(hosts=("gpu1", "gpu2"), benchrunner=str(bin_dir / "benchrunner"),
                      output_dir=str(tmp_path / "run" / "raw"))
-    assert torchrun.start(job_, launchers.Options()) == 3
+    assert launchers.get("torchrun").start(job_, torchrun.Torchrun.Settings(), launchers.Options(), LIMITS) == 3
     assert "torchrun agent on gpu2 exited 3" in capsys.readouterr().err
 
 
@@ -348,7 +349,7 @@ def test_an_mpijob_tells_pytorch_ranks_worker_0s_name():
     job_ = torch_job(launcher="mpijob", stack="k8s", hosts=())
     name = k8s_launcher.k8s_name(job_.run_id, job_.nodes)
     assert job_.environment()["MASTER_ADDR"] == f"{name}-worker-0.{name}"
-    manifest = k8s_launcher.mpijob_manifest(job_, image="benchrunner:test")
+    manifest = k8s_launcher.mpijob_manifest(job_, k8s_launcher.MPIJob.Settings(image="benchrunner:test"))
     env = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "MASTER_ADDR", "value": f"{name}-worker-0.{name}"} in env
 
@@ -407,13 +408,14 @@ def test_torchrun_under_slurm_runs_as_many_ranks_on_every_node():
     assert "--nproc-per-node=1" in srun_command(torchrun.script(torchrun_under_slurm(ranks=1), LIMITS))
 
 
-def test_torchrun_under_slurm_is_started_with_the_jobs_limits(tmp_path, capsys):
+def test_torchrun_under_slurm_is_started_with_the_jobs_limits_and_its_settings(tmp_path, capsys):
     the_job = torchrun_under_slurm()
-    with pytest.raises(ValueError, match="torchrun under Slurm is watched inside its batch job"):
-        torchrun.start(the_job, launchers.Options(dry_run=True))
     # execute hands it the limits, and the launching node does not watch it (the ranks' output is not here).
-    assert launchers.execute(the_job, launchers.Options(dry_run=True, partition="gpu"), LIMITS) == 0
-    assert capsys.readouterr().out == torchrun.script(the_job, LIMITS, partition="gpu")
+    settings = torchrun.Torchrun.Settings(partition="gpu", rdzv_port=29411)
+    assert launchers.execute(the_job, settings, launchers.Options(dry_run=True), LIMITS) == 0
+    script = capsys.readouterr().out
+    assert script == torchrun.script(the_job, LIMITS, partition="gpu", rdzv_port=29411)
+    assert "#SBATCH --partition=gpu" in script and '--rdzv-endpoint="${BENCHRUNNER_RDZV_HOST}:29411"' in script
 
 
 def test_launch_dry_run_prints_torchruns_batch_script_under_slurm(capsys):

@@ -76,7 +76,7 @@ def test_a_rank_counts_samples_per_second_in_its_workload_s_unit(tmp_path, setti
     assert (workload.unit, workload.units_per_step()) == (unit, per_step)
     measured = train.Measurement(step_times=[0.1, 0.1, 0.1, 0.2], input_waits=[0.0] * 4, losses=[1.0] * 5,
                                  measured_s=0.5, first_step_done=train.PROCESS_STARTED_AT + 1)
-    metrics = train.measurements(workload, measured, train.RunContext("r", tmp_path), 0.0)["metrics"]
+    metrics = train.measurements(workload, measured, train.RunContext("r", tmp_path, "mpirun"), 0.0)["metrics"]
     # Units per optimizer step x measured steps / the measured wall time.
     assert (metrics["unit"], metrics["samples_per_sec"]) == (unit, pytest.approx(per_step * 4 / 0.5))
 

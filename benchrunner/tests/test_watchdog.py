@@ -284,7 +284,7 @@ def test_a_rank_beats_only_where_its_launchers_node_reads_the_beats(monkeypatch)
             ("mpirun", "baremetal", True, False), ("torchrun", "baremetal", True, False),
             ("torchrun", "slurm", True, True), ("horovodrun", "baremetal", True, False), ("srun", "slurm", True, True),
             ("mpijob", "k8s", False, False)):
-        assert (launchers.get(launcher_name).BEATS, launchers.on_stack(launcher_name, stack).watched_in_job) == (
+        assert (launchers.get(launcher_name).beats, launchers.on_stack(launcher_name, stack).watched_in_job) == (
             beats, in_job)
 
 

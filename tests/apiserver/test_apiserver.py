@@ -60,7 +60,7 @@ def kubeconfig(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api(kubeconfig):
-    from kubernetes import config, dynamic  # noqa: PLC0415 - the control host's extra, as in benchrunner.mpijob
+    from kubernetes import config, dynamic  # noqa: PLC0415 - the control host's extra, as in benchrunner.launchers.mpijob.submit
 
     return dynamic.DynamicClient(config.new_client_from_config(config_file=kubeconfig))
 
@@ -231,7 +231,7 @@ def test_a_job_no_operator_acknowledges_is_reported_and_deleted(applied, api, ku
              f"MPIJob {NAMESPACE}/{run_id} deleted"]
     positions = [output.find(line) for line in lines]
     assert -1 not in positions and positions == sorted(positions), output
-    # benchrunner.mpijob.ACKNOWLEDGE_S, not the 120 s --timeout.
+    # benchrunner.launchers.mpijob.submit.ACKNOWLEDGE_S, not the 120 s --timeout.
     assert 60 <= took < 90, took
     # Foreground deletion: the server marks the MPIJob and leaves it to the garbage collector (kube-controller-manager,
     # not running here) to remove once its dependents are gone; it has none, so the collector would drop the finalizer.

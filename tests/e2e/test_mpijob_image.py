@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from benchrunner import launchers, mpijob, report, results, summary
+from benchrunner import launchers, report, results, summary
 from benchrunner.launchers import mpijob as k8s_launcher
+from benchrunner.launchers.mpijob import submit
 from benchrunner.workload import Workload
 from lab import PROJECT
 
@@ -113,7 +114,7 @@ def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(ima
     workload = Workload.from_mapping({"framework": framework, **settings, "warmup_steps": 2, "measured_steps": 5})
     job = launchers.Job(run_id=run_id, output_dir=f"/tmp/benchrunner/{run_id}/raw", ranks=2,
                         stack="k8s", launcher="mpijob", network="overlay", workload=workload)
-    manifest = k8s_launcher.mpijob_manifest(job, image=image)
+    manifest = k8s_launcher.mpijob_manifest(job, k8s_launcher.MPIJob.Settings(image=image))
     name, spec = manifest["metadata"]["name"], manifest["spec"]
     specs = spec["mpiReplicaSpecs"]
     workers = worker_names(name, specs["Worker"]["replicas"])
@@ -153,8 +154,8 @@ def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(ima
                  "--entrypoint", launcher["command"][0], image, *launcher["command"][1:], check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     run_dir = tmp_path / job.run_id
-    written, missing = mpijob.write_collected(run.stdout + run.stderr, run_dir, run_dir / "raw",
-                                              mpijob.expected_results(job.program, job.ranks))
+    written, missing = submit.write_collected(run.stdout + run.stderr, run_dir, run_dir / "raw",
+                                              submit.expected_results(job.program, job.ranks))
     assert missing == [] and sorted(p.name for p in written) == ["rank-00000.json", "rank-00001.json"]
     document = summary.write(run_dir)
     assert document["sanity"]["passed"], document["sanity"]
@@ -164,4 +165,4 @@ def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(ima
     assert {key: document["versions"][key] for key in versions} == versions
     assert document["workload"]["framework"] == framework
     results.load(results.SUMMARY, run_dir / summary.SUMMARY_JSON)
-    assert (run_dir / mpijob.LAUNCHER_LOG).read_text().count(f" {report.per_sec(workload.unit)}") == 2
+    assert (run_dir / submit.LAUNCHER_LOG).read_text().count(f" {report.per_sec(workload.unit)}") == 2

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -9,9 +12,9 @@ import yaml
 
 from benchrunner import cli, frameworks, launchers, results
 from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
-from benchrunner.launchers import mpijob
 
-ROLE = Path(__file__).resolve().parents[2] / "roles" / "benchrunner"
+PROJECT = Path(__file__).resolve().parents[2]
+ROLE = PROJECT / "roles" / "benchrunner"
 ROLE_SPECS = ROLE / "meta" / "argument_specs.yml"
 # The role's variables that set a job key benchrunner has a default for, and that key: unset, they are left out of
 # the request (`| default(none)` in vars/main.yml), so benchrunner's default applies.
@@ -38,26 +41,43 @@ def role_options() -> dict:
     return yaml.safe_load(ROLE_SPECS.read_text())["argument_specs"]["main"]["options"]
 
 
-def test_the_schemas_name_exactly_the_registered_launchers_and_frameworks():
-    defs = results.schema(results.CAMPAIGN)["$defs"]
-    assert sorted(defs["launcher"]["enum"]) == sorted(launchers.names())
-    assert sorted(defs["framework"]["enum"]) == sorted(frameworks.names())
-    rank = results.schema(results.RANK_RESULT)
+def _generator():
+    spec = importlib.util.spec_from_file_location("registry_enums", PROJECT / "tools" / "registry_enums.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_schemas_enums_and_the_roles_choices_are_what_make_docs_writes_from_the_registries():
+    stale = [str(path.relative_to(PROJECT)) for path, text in _generator().rendered().items() if path.read_text() != text]
+    assert stale == [], "run `make docs`"
     # The result and its workload name the framework through one definition.
-    assert sorted(rank["$defs"]["framework"]["enum"]) == sorted(frameworks.names())
+    rank = results.schema(results.RANK_RESULT)
     framework = {"$ref": "#/$defs/framework"}
     assert rank["properties"]["framework"].items() >= framework.items()
     assert rank["$defs"]["workload"]["properties"]["framework"] == framework
-    assert sorted(results.schema(results.ALLREDUCE_RESULT)["properties"]["framework"]["enum"]) == sorted(
-        frameworks.names())
-
-
-def test_the_role_offers_exactly_the_registered_launchers_and_frameworks():
-    options = role_options()
-    assert sorted(options["benchrunner_launcher"]["choices"]) == sorted(launchers.names())
-    assert sorted(options["benchrunner_framework"]["choices"]) == sorted(frameworks.names())
     # Unset, the framework is benchrunner's default: the role does not restate it.
-    assert "default" not in options["benchrunner_framework"]
+    assert "default" not in role_options()["benchrunner_framework"]
+
+
+def test_make_docs_writes_a_new_launcher_and_framework_into_every_list(monkeypatch):
+    monkeypatch.setitem(launchers.registry(), "zlauncher", launchers.get("mpirun"))
+    monkeypatch.setattr(frameworks, "names", lambda: ("pytorch-ddp", "zframework"))
+    generator = _generator()
+    texts = generator.rendered()
+    for kind, path, names in generator.SCHEMA_ENUMS:
+        listed = json.loads(texts[generator._schema_file(kind)])
+        for key in path:
+            listed = listed[key]
+        assert listed["enum"] == list(names()) and listed["enum"][-1] in ("zlauncher", "zframework"), (kind, path)
+    options = yaml.safe_load(texts[ROLE_SPECS])["argument_specs"]["main"]["options"]
+    assert options["benchrunner_launcher"]["choices"] == [*launchers.names()] and "zlauncher" in launchers.names()
+    assert options["benchrunner_framework"]["choices"] == ["pytorch-ddp", "zframework"]
+    # Only the lists changed.
+    before, after = ROLE_SPECS.read_text().splitlines(), texts[ROLE_SPECS].splitlines()
+    assert len(before) == len(after)
+    assert [new.strip() for old, new in zip(before, after) if old != new] == [
+        f"choices: [{', '.join(launchers.names())}]", "choices: [pytorch-ddp, zframework]"]
 
 
 def test_every_framework_setting_is_recorded_by_the_rank_result_schema():
@@ -68,24 +88,35 @@ def test_every_framework_setting_is_recorded_by_the_rank_result_schema():
 
 def test_every_launcher_declares_its_contract():
     for name in launchers.names():
-        module = launchers.get(name)
-        assert set(module.STACKS) <= {"baremetal", "slurm", "k8s"}, name
-        assert set(module.FRAMEWORKS) <= set(frameworks.names()) and module.FRAMEWORKS, name
-        assert isinstance(module.USES_HOSTS, bool) and isinstance(module.BEATS, bool), name
+        launcher = launchers.get(name)
+        assert isinstance(launcher, launchers.Launcher) and launcher.name == name
+        assert set(launcher.stacks) <= set(launchers.STACKS), name
+        assert set(launcher.frameworks) <= set(frameworks.names()) and launcher.frameworks, name
+        assert all(isinstance(getattr(launcher, flag), bool) for flag in ("uses_hosts", "beats", "runs_in_pods",
+                                                                           "submits")), name
         # Declared once or per stack (for each of its stacks, no other).
-        for attribute in ("NEEDS", "LEAVES", "WATCHED_IN_JOB"):
-            value = getattr(module, attribute)
-            assert not isinstance(value, dict) or set(value) == set(module.STACKS), (name, attribute)
-        for stack in module.STACKS:
-            contract = launchers.on_stack(name, stack)
+        for attribute in ("needs", "leaves", "watched_in_job"):
+            value = getattr(launcher, attribute)
+            assert not isinstance(value, dict) or set(value) == set(launcher.stacks), (name, attribute)
+        for stack in launcher.stacks:
+            contract = launcher.on_stack(stack)
             assert contract.needs <= {"hosts", "slurm", "kubeconfig"}, (name, stack)
             assert isinstance(contract.leaves, tuple), (name, stack)
             # Watched inside its job only where its ranks beat.
-            assert contract.watched_in_job in (False, module.BEATS), (name, stack)
-        assert module.start is None or callable(module.start), name
+            assert contract.watched_in_job in (False, launcher.beats), (name, stack)
+        # Started from a node, or submitted from the control host: one of the two is its own.
+        own = {method for method in ("start", "submit") if getattr(type(launcher), method) is not getattr(
+            launchers.Launcher, method)}
+        assert own == ({"submit"} if launcher.submits else {"start"}), name
+        # Its settings are a frozen dataclass whose every field has a default, read from the key it names.
+        fields = dataclasses.fields(launcher.Settings)
+        assert launcher.Settings.__dataclass_params__.frozen, name
+        assert all(f.default is not dataclasses.MISSING for f in fields), name
+        assert (launcher.settings_key is None) == (not fields), name
+        assert launcher.settings_key is None or launcher.settings_key in DEFAULTS, name
     # Each stack has exactly one default launcher, and it runs there.
     for stack in launchers.STACKS:
-        owners = [n for n in launchers.names() if stack in launchers.get(n).DEFAULT_FOR]
+        owners = [n for n in launchers.names() if stack in launchers.get(n).default_for]
         assert len(owners) == 1 and stack in launchers.stacks_of(owners[0]), stack
 
 
@@ -137,9 +168,12 @@ def test_the_jobs_defaults_live_in_benchrunner_only():
     assert sorted(set(role_defaults) & named_like - CLUSTER_VALUES) == []
     # The schema holds none, and what reads a default reads benchrunner's.
     assert _schema_defaults(results.schema(results.JOB)) == []
-    pods = mpijob.PodSettings()
-    assert {k: getattr(pods, k) for k in ("shm_size", "worker_cpu", "worker_memory", "rdma_resource")} == {
-        k: DEFAULTS["kubernetes"][k] for k in ("shm_size", "worker_cpu", "worker_memory", "rdma_resource")}
+    # A launcher's Settings default to the job's defaults of its key, field for field.
+    for name in launchers.names():
+        launcher = launchers.get(name)
+        if launcher.settings_key:
+            defaults = dataclasses.asdict(launcher.Settings())
+            assert {k: defaults[k] for k in DEFAULTS[launcher.settings_key]} == DEFAULTS[launcher.settings_key], name
     launch = cli.build_parser().parse_args(["launch", "--run-id", "r", "--ranks", "1"])
     assert (launch.slurm_mpi, launch.timeout, launch.results_dir, launch.image, launch.shm_size) == (
         DEFAULTS["slurm"]["mpi"], DEFAULTS["timeout_s"], DEFAULTS["nodes"]["results_dir"],

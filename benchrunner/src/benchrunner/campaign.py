@@ -90,7 +90,7 @@ def _launchers_of(campaign: dict[str, Any], stack: str) -> list[str]:
 
 def _launchers_for(campaign: dict[str, Any], stack: str, framework: str) -> list[str]:
     """Those of the stack's launchers that start this framework's ranks (torchrun: PyTorch's only)."""
-    return [name for name in _launchers_of(campaign, stack) if framework in launchers.get(name).FRAMEWORKS]
+    return [name for name in _launchers_of(campaign, stack) if framework in launchers.get(name).frameworks]
 
 
 def points(campaign: dict[str, Any]) -> list[dict[str, Any]]:
@@ -284,14 +284,15 @@ def extravars(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
             "benchrunner_job": job_request(run_, campaign)}
 
 
-def mpijobs(campaign: dict[str, Any], *, kubernetes: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str]]:
-    """The MPIJob of every Kubernetes run of the campaign, by run id, with the release to validate it against."""
+def manifests(campaign: dict[str, Any], settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The object of every run of the campaign whose launcher submits one (an MPIJob), checked offline, by run id;
+    `settings` are job document keys (such as kubernetes) the runs' requests take."""
     out = {}
     for run_ in plan(campaign):
-        if run_.point["launcher"] != "mpijob":
+        if launchers.get(run_.point["launcher"]).manifest_kind is None:
             continue
-        plan_ = job_document.plan({**full_request(run_, campaign), "kubernetes": kubernetes}, run_.run_id)
-        out[run_.run_id] = (plan_.mpijob(), plan_.kubernetes["version"])
+        plan_ = job_document.plan({**full_request(run_, campaign), **settings}, run_.run_id)
+        out[run_.run_id] = plan_.launcher.manifest(plan_.job, plan_.settings)
     return out
 
 

@@ -34,7 +34,6 @@ from benchrunner import (
     tokens,
     watchdog,
 )
-from benchrunner.launchers import srun
 from benchrunner.playbooks import BENCHMARK_TAG
 from benchrunner.workload import MAX_SEQUENCE_LENGTH, Workload, add_arguments
 from benchrunner.workload import option_names as workload_option_names
@@ -72,7 +71,7 @@ def _context(args: argparse.Namespace) -> Any:
 def _beating(args: argparse.Namespace) -> Any:
     """This rank beats while it runs where a watchdog reads the beats: a launcher whose jobs are watched, started by
     `benchrunner launch` (which sets the launch time, as srun's batch script does)."""
-    return watchdog.beating(launchers.get(args.launcher).BEATS and rank_env.LAUNCHED_AT_ENV in os.environ)
+    return watchdog.beating(launchers.get(args.launcher).beats and rank_env.LAUNCHED_AT_ENV in os.environ)
 
 
 def _check_launcher(args: argparse.Namespace, framework: str) -> None:
@@ -200,44 +199,19 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _launch_mpijob(args: argparse.Namespace, plan: job_document.Plan) -> int:
-    """Render and validate the MPIJob; then print it (--dry-run) or run it and collect its results."""
-    manifest = plan.mpijob()
-    kubernetes.validate(manifest, plan.kubernetes["version"])
-    text = yaml.safe_dump(manifest, sort_keys=False)
-    if args.manifest_out:
-        results.write_atomic(Path(args.manifest_out), text)
-    if args.dry_run:
-        sys.stdout.write(text)
-        return 0
-    if not args.collect_dir:
-        raise ValueError("running an MPIJob needs --collect-dir, the run's folder on this host")
-    from benchrunner import mpijob  # noqa: PLC0415 - needs the Kubernetes client
-
-    results.write_atomic(Path(args.collect_dir) / launchers.JOB_JSON, results.dumps(plan.document))
-    return mpijob.run(manifest, expected=mpijob.expected_results(plan.job.program, plan.job.ranks),
-                      run_dir=Path(args.collect_dir), kubeconfig=args.kubeconfig, timeout_s=plan.timeout_s,
-                      keep=args.keep)
-
-
 def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
-    if plan.job.launcher == "mpijob":
-        return _launch_mpijob(args, plan)
-    partition = plan.slurm["partition"]
-    # What this host and the cluster must hold for the job, asked before anything is written or started.
+    launcher = plan.launcher
+    # What this host and the cluster must hold for a job started from here, asked before anything is written or
+    # started (a job submitted from the control host reads its dataset where its ranks run).
     problems = [] if args.dry_run else [p for p in (
-        dataset.dataset_problem(plan.job.workload, plan.job.ranks) if plan.job.program == "train" else None,
-        partition and "slurm" in launchers.on_stack(plan.job.launcher, plan.job.stack).needs
-        and srun.partition_problem(partition)) if p]
+        dataset.dataset_problem(plan.job.workload, plan.job.ranks)
+        if plan.job.program == "train" and not launcher.submits else None,
+        *launcher.host_problems(plan.job, plan.settings)) if p]
     if problems:
         raise ValueError("; ".join(problems))
-    if not args.dry_run:
-        # The record of what was asked, beside the ranks' raw/ results; for the job's account alone, since environment
-        # values may be private.
-        results.write_atomic(Path(plan.job.output_dir).parent / launchers.JOB_JSON, results.dumps(plan.document),
-                             mode=0o600)
-    return launchers.execute(plan.job, launchers.Options(dry_run=args.dry_run, partition=plan.slurm["partition"],
-                                                         mpi=plan.slurm["mpi"]), plan.limits)
+    options = launchers.Options(dry_run=args.dry_run, collect_dir=args.collect_dir, kubeconfig=args.kubeconfig,
+                                manifest_out=args.manifest_out, keep=args.keep)
+    return launchers.execute(plan.job, plan.settings, options, plan.limits, record=results.dumps(plan.document))
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -442,12 +416,11 @@ def _write_mpijobs(args: argparse.Namespace, document: dict[str, Any]) -> int:
     given = {"image": args.image, "namespace": args.namespace, "network_attachment": args.network_attachment,
              "runtime_class": args.runtime_class, "rdma_resource": args.rdma_resource,
              "version": args.kubernetes_version}
-    manifests = campaign.mpijobs(document, kubernetes={k: v for k, v in given.items() if v is not None})
+    manifests = campaign.manifests(document, {"kubernetes": {k: v for k, v in given.items() if v is not None}})
     if not manifests:
         raise ValueError(f"campaign {document['name']} has no Kubernetes runs (stacks: {document.get('stacks')})")
     out = Path(args.mpijobs)
-    for run_id, (manifest, release) in manifests.items():
-        kubernetes.validate(manifest, release)
+    for run_id, manifest in manifests.items():
         results.write_atomic(out / f"{run_id}.yaml", yaml.safe_dump(manifest, sort_keys=False))
     print(f"{len(manifests)} MPIJobs written to {out}, each valid for Kubernetes {args.kubernetes_version}")
     return 0

@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchrunner import kubernetes, launchers, results, sweep, watchdog
+from benchrunner import launchers, results, sweep, watchdog
 from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
-from benchrunner.launchers import mpijob as k8s_launcher
-from benchrunner.launchers import srun
 from benchrunner.workload import Workload
 
 KIND = results.JOB
 VERSION = results.SCHEMA_VERSIONS[KIND]
-# Inside the MPIJob's pods: benchrunner is on the image's PATH, and results leave through the launcher's log.
+# Inside the pods of a launcher whose ranks run in pods: benchrunner is on the image's PATH, and results leave through
+# the job's log.
 POD_RESULTS_DIR = "/tmp/benchrunner"
 POD_BENCHRUNNER = "benchrunner"
 # What resolve adds: a document holding it was resolved, and is launched as it is.
@@ -37,8 +36,8 @@ class Plan:
     """A resolved job as the launchers take it."""
 
     job: launchers.Job
-    slurm: dict[str, Any]
-    kubernetes: dict[str, Any]
+    # The launcher's own Settings, from the document's key it names.
+    settings: Any
     timeout_s: float
     document: dict[str, Any]
     stall_timeout_s: float
@@ -48,17 +47,8 @@ class Plan:
         return watchdog.Limits(timeout_s=self.timeout_s, stall_timeout_s=self.stall_timeout_s)
 
     @property
-    def pods(self) -> k8s_launcher.PodSettings:
-        k8s = self.kubernetes
-        return k8s_launcher.PodSettings(shm_size=k8s["shm_size"], worker_cpu=k8s["worker_cpu"],
-                                     worker_memory=k8s["worker_memory"], rdma_resource=k8s["rdma_resource"])
-
-    def mpijob(self) -> dict[str, Any]:
-        """The job's MPIJob, with the document's Kubernetes settings (validated by the caller, against its release)."""
-        k8s = self.kubernetes
-        return k8s_launcher.mpijob_manifest(self.job, image=k8s["image"], namespace=k8s["namespace"], pods=self.pods,
-                                         network_attachment=k8s["network_attachment"],
-                                         results_claim=k8s["results_claim"], runtime_class=k8s["runtime_class"])
+    def launcher(self) -> launchers.Launcher:
+        return launchers.get(self.job.launcher)
 
 
 def stall_timeout(document: dict[str, Any]) -> Any:
@@ -73,8 +63,9 @@ def stall_timeout(document: dict[str, Any]) -> Any:
 def _with_defaults(request: dict[str, Any]) -> dict[str, Any]:
     document = {**{k: v for k, v in DEFAULTS.items() if k != "stall_timeout_s"}, **request}
     document["stall_timeout_s"] = stall_timeout(document)
-    for key in ("allreduce", "nodes", "slurm", "kubernetes"):
-        document[key] = {**DEFAULTS[key], **request.get(key, {})}
+    for key, value in DEFAULTS.items():
+        if isinstance(value, dict) and value:
+            document[key] = {**value, **request.get(key, {})}
     # A play that provisions no Kubernetes has no release to name: the one benchrunner validates against by default.
     document["kubernetes"]["version"] = document["kubernetes"]["version"] or DEFAULTS["kubernetes"]["version"]
     return document
@@ -119,14 +110,15 @@ def resolve(request: Any, source: str = "job document", complete: bool = True) -
                             f"(raise dataset {'tfrecord_shards' if asked.data == 'tfrecord' else 'images'})")
         document["dataset"] = dataset
     document.update(ranks=ranks, hosts=document["hosts"][:math.ceil(ranks / slots)], workload=workload_record)
-    job = _plan(document).job
+    planned = _plan(document)
     try:
-        job.validate(placed=complete)
-        if job.launcher == "mpijob":
-            k8s_launcher.k8s_name(job.run_id, job.nodes)
+        planned.job.validate(placed=complete)
     except ValueError as exc:
         problems.append(str(exc))
     problems += _settings_problems(document, complete)
+    # A launcher that is none of the registry's is named by validate above.
+    if document["launcher"] in launchers.registry():
+        problems += planned.launcher.settings_problems(planned.settings, planned.job, complete)
     if problems:
         raise ValueError(f"{source}: " + "; ".join(problems))
     document[RESOLVED] = True
@@ -139,7 +131,6 @@ def _settings_problems(document: dict[str, Any], complete: bool) -> list[str]:
     bounds = sweep.allreduce_bounds_problem(document["allreduce"]["min_bytes"], document["allreduce"]["max_bytes"])
     if bounds and document["program"] == "allreduce":
         problems.append(bounds)
-    problems += srun.slurm_problems(document["slurm"]["partition"], document["slurm"]["mpi"])
     timeout, stall = document["timeout_s"], document["stall_timeout_s"]
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout)):
         problems.append(f"timeout_s must be a finite number of seconds, got {timeout!r}")
@@ -147,20 +138,13 @@ def _settings_problems(document: dict[str, Any], complete: bool) -> list[str]:
               and watchdog.MIN_STALL_TIMEOUT_S <= stall < timeout):
         problems.append(f"stall_timeout_s must be a number of seconds from {watchdog.MIN_STALL_TIMEOUT_S:g} "
                         f"({watchdog.MIN_BEATS} of the ranks' beats) to below timeout_s ({timeout:g}), got {stall!r}")
-    if complete and document["launcher"] == "mpijob" and document["network"] == "rdma" \
-            and not document["kubernetes"]["rdma_resource"]:
-        problems.append("an RDMA MPIJob needs kubernetes.rdma_resource, the RDMA device plugin's resource "
-                        "(e.g. rdma/rdma_shared_device_a: rdma/ and the inventory's cluster_kubernetes_rdma_resource_name)")
-    if document["launcher"] == "mpijob":
-        # Here, not only when the MPIJob is rendered at launch: preflight resolves the job before the play writes
-        # anything, and only what resolve refuses stops it there.
-        problems += kubernetes.settings_problems(document["kubernetes"])
     return problems
 
 
 def _plan(document: dict[str, Any]) -> Plan:
-    # An MPIJob's ranks run in its pods, where benchrunner is on the image's PATH; other launchers' on the nodes.
-    pods = document["launcher"] == "mpijob"
+    # Ranks that run in pods find benchrunner on the image's PATH; others, on the nodes.
+    launcher = launchers.registry().get(document["launcher"])
+    pods = launcher is not None and launcher.runs_in_pods
     run_root = POD_RESULTS_DIR if pods else document["nodes"]["results_dir"].rstrip("/")
     job = launchers.Job(
         run_id=document["run_id"], output_dir=f"{run_root}/{document['run_id']}/raw", ranks=document["ranks"],
@@ -172,7 +156,7 @@ def _plan(document: dict[str, Any]) -> Plan:
         env=tuple(sorted(document["env"].items())), extra_args=tuple(document["launcher_args"]),
         git_commit=document["git_commit"], allreduce_min_bytes=document["allreduce"]["min_bytes"],
         allreduce_max_bytes=document["allreduce"]["max_bytes"])
-    return Plan(job=job, slurm=document["slurm"], kubernetes=document["kubernetes"], timeout_s=document["timeout_s"],
+    return Plan(job=job, settings=launcher.settings(document) if launcher else None, timeout_s=document["timeout_s"],
                 document=document, stall_timeout_s=stall_timeout(document))
 
 
@@ -240,7 +224,7 @@ def placement(request: Any, inventory_hosts: dict[str, str], source: str = "job 
     document = resolve(request, source)
     by_hostname = {hostname: name for name, hostname in inventory_hosts.items()}
     missing = [h for h in document["hosts"] if h not in by_hostname]
-    if missing and launchers.get(document["launcher"]).USES_HOSTS:
+    if missing and launchers.get(document["launcher"]).uses_hosts:
         raise ValueError(f"{source}: hosts {', '.join(missing)} are none of the inventory's candidates "
                          f"({', '.join(f'{n}={h}' for n, h in inventory_hosts.items()) or 'none'})")
     return {"job": document, "hosts": [by_hostname[h] for h in document["hosts"] if h in by_hostname],

@@ -18,13 +18,12 @@ from typing import Any
 import jsonschema
 import yaml
 
+from benchrunner import launchers
 from benchrunner.job_defaults import DEFAULT_KUBERNETES_VERSION
-from benchrunner.launchers import mpijob as k8s_launcher
 
-MPIJOB_SCHEMA = "mpijob.kubeflow.org-v2beta1.json"
-# Custom resources and configuration kinds: (apiVersion, kind) -> schema file.
+# Custom resources and configuration kinds: (apiVersion, kind) -> schema file. What a launcher submits, it checks
+# (Launcher.manifest_kind).
 CUSTOM_SCHEMAS = {
-    ("kubeflow.org/v2beta1", "MPIJob"): MPIJOB_SCHEMA,
     ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition"): "network-attachment-definition.k8s.cni.cncf.io-v1.json",
     ("mellanox.com/v1alpha1", "NicClusterPolicy"): "nicclusterpolicy.mellanox.com-v1alpha1.json",
     ("kubeadm.k8s.io/v1beta4", "InitConfiguration"): "kubeadm.k8s.io-v1beta4.json",
@@ -41,27 +40,12 @@ def _schema(name: str) -> dict[str, Any]:
     return json.loads(resources.files("benchrunner").joinpath("schemas", name).read_text())
 
 
-def _check(schema: str, document: Any, what: str) -> None:
+def check(schema: str, document: Any, what: str) -> None:
     # best_match descends into oneOf branches, so the message names the field, not the whole object.
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(_schema(schema)).iter_errors(document))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise ValueError(f"{what} does not match its schema at {where}: {error.message}")
-
-
-def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> None:
-    """Raise ValueError naming the first place the MPIJob departs from the v2beta1 API or, in its pod
-    templates, from the Kubernetes API."""
-    _check(MPIJOB_SCHEMA, manifest, "MPIJob (kubeflow.org/v2beta1)")
-    workers = manifest["spec"]["mpiReplicaSpecs"]["Worker"].get("replicas", 1)
-    problems = k8s_launcher.k8s_name_problems(manifest["metadata"]["name"], workers)
-    if problems:
-        raise ValueError(f"MPIJob {manifest['metadata']['name']}: " + "; ".join(problems))
-    for role, replica in manifest["spec"]["mpiReplicaSpecs"].items():
-        # A replica's template is a core PodTemplateSpec: checked as one, strictly.
-        _builtin({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"},
-                  "template": replica["template"]}, kubernetes_version, f"MPIJob {role} pod template")
-        check_resources(replica["template"]["spec"], f"MPIJob {role} pod template")
 
 
 # Container resource names as the API server checks them (pkg/apis/core/validation: validateContainerResourceName,
@@ -73,7 +57,7 @@ SUBDOMAIN_MAX = 253
 
 
 # fullmatch: '$' alone would let a trailing newline through.
-def _subdomain(value: str) -> bool:
+def subdomain(value: str) -> bool:
     return len(value) <= SUBDOMAIN_MAX and bool(_SUBDOMAIN.fullmatch(value))
 
 
@@ -83,7 +67,7 @@ def resource_name_problem(name: str) -> str | None:
         return None if _STANDARD_RESOURCE.fullmatch(name) else (
             "is neither a standard resource (cpu, memory, ephemeral-storage, hugepages-<size>) nor a "
             "domain-prefixed extended resource such as nvidia.com/gpu or rdma/<name>")
-    if not _subdomain(prefix) or len(part) > 63 or not _NAME_PART.fullmatch(part):
+    if not subdomain(prefix) or len(part) > 63 or not _NAME_PART.fullmatch(part):
         return "is not a qualified name (a DNS-1123 subdomain, '/', and a name of up to 63 [A-Za-z0-9_.-])"
     if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
         return "is in the kubernetes.io domain, which only standard resources may use"
@@ -92,55 +76,9 @@ def resource_name_problem(name: str) -> str | None:
 
 # resource.Quantity's grammar (k8s.io/apimachinery/pkg/api/resource): a number, then a binary (Ki..Ei) or decimal
 # (m, k..E) suffix or a decimal exponent. Requests and an emptyDir's sizeLimit must not be negative, so no '-'.
-_QUANTITY = re.compile(r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[eE][+-]?[0-9]+|[mkMGTPE])?$")
-_SUBDOMAIN_RULE = (f"a DNS-1123 subdomain: at most {SUBDOMAIN_MAX} characters of [a-z0-9-.], each dot-separated part "
+QUANTITY = re.compile(r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[eE][+-]?[0-9]+|[mkMGTPE])?$")
+SUBDOMAIN_RULE = (f"a DNS-1123 subdomain: at most {SUBDOMAIN_MAX} characters of [a-z0-9-.], each dot-separated part "
                    "starting and ending with a letter or digit")
-
-
-def _label(value: str) -> bool:
-    return len(value) <= k8s_launcher.LABEL_MAX and bool(k8s_launcher.DNS1123_LABEL.fullmatch(value))
-
-
-def network_attachment_problem(value: str) -> str | None:
-    """Why Multus would not attach the pod to these networks (its k8s.v1.cni.cncf.io/networks annotation: entries
-    [namespace/]name[@interface], comma-separated, each part a DNS-1123 label), or None."""
-    for entry in value.split(","):
-        namespace, slash, rest = entry.strip().rpartition("/")
-        name, at, interface = rest.partition("@")
-        parts = [name, *([namespace] if slash else []), *([interface] if at else [])]
-        if not all(_label(part) for part in parts):
-            return (f"kubernetes.network_attachment {value!r}: entry {entry.strip()!r} is not [namespace/]name"
-                    f"[@interface] with each part a DNS-1123 label (at most {k8s_launcher.LABEL_MAX} characters of "
-                    "[a-z0-9-], starting and ending with a letter or digit); separate networks with commas")
-    return None
-
-
-def settings_problems(settings: dict[str, Any]) -> list[str]:
-    """Every value of a job's `kubernetes` settings that its MPIJob carries and the API server (or Multus, for the
-    network annotation) would refuse, each naming its key and the rule: the objects' schemas only say "string"."""
-    problems = []
-    image = settings["image"]
-    if not image or not image.isprintable() or any(c.isspace() for c in image):
-        problems.append(f"kubernetes.image {image!r} must be an image reference: not empty, no whitespace "
-                        "(registry/name:tag)")
-    if not _label(settings["namespace"]):
-        problems.append(f"kubernetes.namespace {settings['namespace']!r} is not a DNS-1123 label (at most "
-                        f"{k8s_launcher.LABEL_MAX} characters of [a-z0-9-], starting and ending with a letter or digit)")
-    for key, what in (("runtime_class", "a RuntimeClass name"), ("results_claim", "a PersistentVolumeClaim name")):
-        if settings[key] and not _subdomain(settings[key]):
-            problems.append(f"kubernetes.{key} {settings[key]!r} is not {what}, {_SUBDOMAIN_RULE}")
-    for key in ("shm_size", "worker_cpu", "worker_memory"):
-        if not _QUANTITY.fullmatch(settings[key]):
-            problems.append(f"kubernetes.{key} {settings[key]!r} is not a Kubernetes quantity of 0 or more (a number "
-                            "with an optional suffix: 500m, 2, 1.5, 512Mi, 8Gi, 1G)")
-    rdma = settings["rdma_resource"]
-    rdma_problem = rdma and (resource_name_problem(rdma) if "/" in rdma else "has no domain")
-    if rdma_problem:
-        problems.append(f"kubernetes.rdma_resource {rdma!r} {rdma_problem}: it must be an extended resource name, "
-                        "domain/name (such as rdma/rdma_shared_device_a)")
-    attachment = settings["network_attachment"]
-    return problems + [p for p in (attachment and network_attachment_problem(attachment),
-                                   release_problem(settings["version"])) if p]
 
 
 def check_resources(pod_spec: dict[str, Any], what: str) -> None:
@@ -188,7 +126,7 @@ def release_problem(version: str) -> str | None:
     return None
 
 
-def _builtin(document: dict[str, Any], kubernetes_version: str, what: str) -> None:
+def builtin(document: dict[str, Any], kubernetes_version: str, what: str) -> None:
     import kubernetes_validate  # noqa: PLC0415 - only the control host validates
 
     problem = release_problem(kubernetes_version)
@@ -209,7 +147,7 @@ def _embedded_json(text: str, schema: str, what: str) -> None:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not JSON: {exc}") from exc
-    _check(schema, document, what)
+    check(schema, document, what)
 
 
 def validate(document: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> str:
@@ -219,12 +157,13 @@ def validate(document: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNE
     key = (document["apiVersion"], document["kind"])
     name = document.get("metadata", {}).get("name", "")
     what = f"{key[1]} {name}".strip()
-    if key == ("kubeflow.org/v2beta1", "MPIJob"):
-        validate_mpijob(document, kubernetes_version)
+    submitted_by = [launcher for launcher in launchers.registry().values() if launcher.manifest_kind == key]
+    if submitted_by:
+        submitted_by[0].check_manifest(document, kubernetes_version)
     elif key in CUSTOM_SCHEMAS:
-        _check(CUSTOM_SCHEMAS[key], document, what)
+        check(CUSTOM_SCHEMAS[key], document, what)
     else:
-        _builtin(document, kubernetes_version, what)
+        builtin(document, kubernetes_version, what)
         template = document.get("spec", {}).get("template", {})
         if "spec" in template:
             check_resources(template["spec"], what)

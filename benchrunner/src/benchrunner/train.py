@@ -43,8 +43,9 @@ class RunContext:
 
     run_id: str
     output_dir: Path
+    # The launcher that started the rank, as it records it (checked at the rank's entry: cli._check_launcher).
+    launcher: str
     stack: str = "baremetal"
-    launcher: str = "mpirun"
     network: str = "tcp"
     launched_at: float | None = None
     git_commit: str | None = None

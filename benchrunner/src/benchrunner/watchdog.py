@@ -1,6 +1,6 @@
 """A hung rank named: ranks beat on their stdout, and the watchdog that reads it ends a job whose ranks stop.
 
-Every rank started through `benchrunner launch` by a launcher whose job is watched (launchers' BEATS) prints a beat
+Every rank started through `benchrunner launch` by a launcher whose job is watched (Launcher.beats) prints a beat
 line every BEAT_S seconds from a daemon thread, and a last one when it is done:
 `BENCHRUNNER-BEAT:1:<rank>:<host>:<stage>:<steps>:<run|done>`, stage being the last start-up stage it finished
 (train.STARTUP_STAGES; STARTED before the first) and steps the steps (or sweep points) it completed.

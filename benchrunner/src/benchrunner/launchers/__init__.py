@@ -1,26 +1,12 @@
-"""One job, several ways to start it: each launcher is one module of this package, found here and nowhere else.
+"""One job, several ways to start it: each launcher is one module (or subpackage) of this package defining one
+subclass of Launcher, found here and nowhere else.
 
 Every launcher runs the same rank program (`benchrunner train` or `benchrunner allreduce`) with the same workload
-options and environment; only how the processes are placed differs. A launcher module declares:
-  NAME          what jobs and campaigns call it
-  STACKS        the stacks it runs on; DEFAULT_FOR, those whose default launcher it is
-  FRAMEWORKS    the frameworks whose ranks it can start
-  RANK_VARIABLES  whose variables tell each rank its place (torchrun, openmpi, slurm), which every rank checks it
-                found before it joins (launcher_problem); None where nothing is checked
-  NEEDS         what it must be given: "hosts" (to place ranks on), "slurm" (a controller), "kubeconfig"
-  USES_HOSTS    whether hosts it is given decide where ranks run (an MPIJob's pods are placed by Kubernetes)
-  LEAVES        the files it writes in the run's folder beside raw/, kept with the results
-  BEATS         whether its ranks beat and their job is watched, so that a stalled one is ended and named
-                (benchrunner.watchdog)
-  WATCHED_IN_JOB  where a job whose ranks beat is watched: False on the launching node, where the launcher's output
-                holds the ranks' (execute runs start() under the watchdog); True inside the job, where start() has
-                the launcher run under `benchrunner watch` (srun's batch script, on the batch host, where Slurm
-                sends the ranks' output)
-  NEEDS, LEAVES and WATCHED_IN_JOB may instead be dicts by stack, for a launcher that starts its job differently on
-  each of its stacks (torchrun: over SSH on bare metal, in a batch job under Slurm); on_stack() reads them.
-  first_host(job)  the host rank 0 runs on where the launcher decides it (None where ranks learn it otherwise)
-  start(job, options)  starts the job from the launching node (None for one started from the control host); one
-                watched inside its job is also given the job's limits (start(job, options, limits=...))
+options and environment; only how the processes are placed differs. What a launcher is (its stacks, frameworks, the
+variables its ranks find, what it needs and leaves) it declares as class attributes of its Launcher subclass; what it
+may be given, as its own frozen Settings, read from the job document's key it names; and how a job starts, as its
+start (from the launching node) or its submit (from the control host). The rest of benchrunner asks the launcher
+these, never its name.
 """
 
 from __future__ import annotations
@@ -33,9 +19,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import Any, ClassVar
 
 from benchrunner import frameworks, plugins, results, watchdog
-from benchrunner.job_defaults import DEFAULTS
 from benchrunner.rank_env import GPU_ENV, LAUNCHED_AT_ENV, SINGLE
 from benchrunner.sweep import MAX_BYTES, MIN_BYTES
 from benchrunner.workload import Workload
@@ -68,28 +54,6 @@ def path_problem(what: str, value: str) -> str | None:
 
 
 
-@cache
-def registry() -> dict[str, ModuleType]:
-    """Every launcher module of this package by its NAME."""
-    return plugins.discover(__name__, __path__, "launcher")
-
-
-def names() -> tuple[str, ...]:
-    return tuple(sorted(registry()))
-
-
-def get(name: str) -> ModuleType:
-    return plugins.pick(registry(), name, "launcher")
-
-
-def default_for(stack: str) -> str:
-    return next(name for name, module in sorted(registry().items()) if stack in module.DEFAULT_FOR)
-
-
-def stacks_of(name: str) -> tuple[str, ...]:
-    return tuple(get(name).STACKS)
-
-
 @dataclass(frozen=True)
 class OnStack:
     """What a launcher needs, leaves and where its job is watched, on one of its stacks."""
@@ -99,22 +63,145 @@ class OnStack:
     watched_in_job: bool
 
 
-def on_stack(name: str, stack: str) -> OnStack:
-    """The launcher's NEEDS, LEAVES and WATCHED_IN_JOB on `stack`, whether it declares them once or per stack."""
-    module = get(name)
-    if stack not in module.STACKS:
-        raise ValueError(f"launcher {name} does not run on stack {stack} (it runs on {', '.join(module.STACKS)})")
-    values = [getattr(module, attribute) for attribute in ("NEEDS", "LEAVES", "WATCHED_IN_JOB")]
-    return OnStack(*(value[stack] if isinstance(value, dict) else value for value in values))
-
-
 @dataclass(frozen=True)
 class Options:
-    """How the launching node carries a job out: not part of the job."""
+    """How the launching host carries a job out: not part of the job. A launcher that submits its job from the control
+    host writes the job's record and collects its results in collect_dir, with the cluster's credentials in
+    kubeconfig; manifest_out keeps what it submits, and keep leaves the submitted job in place."""
 
     dry_run: bool = False
-    partition: str | None = None
-    mpi: str = DEFAULTS["slurm"]["mpi"]
+    collect_dir: str | None = None
+    kubeconfig: str | None = None
+    manifest_out: str | None = None
+    keep: bool = False
+
+
+class Launcher:
+    """One way to start a job. Each launcher module defines one subclass; the registry holds one instance of each.
+
+    name            what jobs and campaigns call it
+    stacks          the stacks it runs on; default_for, those whose default launcher it is
+    frameworks      the frameworks whose ranks it can start
+    rank_variables  whose variables tell each rank its place (rank_env: torchrun, openmpi, slurm), which every rank
+                    checks it found before it joins (launcher_problem); None where nothing is checked
+    needs           what it must be given: "hosts" (to place ranks on), "slurm" (a controller), "kubeconfig"
+    uses_hosts      whether hosts it is given decide where ranks run (an MPIJob's pods are placed by Kubernetes)
+    leaves          the files it writes in the run's folder beside raw/, kept with the results
+    beats           whether its ranks beat and their job is watched, so that a stalled one is ended and named
+                    (benchrunner.watchdog)
+    watched_in_job  where a job whose ranks beat is watched: False on the launching node, where the launcher's output
+                    holds the ranks' (execute runs start() under the watchdog); True inside the job, where start() has
+                    the launcher run under `benchrunner watch` (srun's batch script, on the batch host, where Slurm
+                    sends the ranks' output)
+    needs, leaves and watched_in_job may instead be dicts by stack, for a launcher that starts its job differently on
+    each of its stacks (torchrun: over SSH on bare metal, in a batch job under Slurm); on_stack() reads them.
+    runs_in_pods    whether its ranks run in containers of their own (an MPIJob's pods): benchrunner is the image's and
+                    results leave through the job's log, not the nodes' folders
+    submits         whether the control host submits its job (submit()) rather than a node starting it (start())
+    manifest_kind   (apiVersion, kind) of the object it submits (manifest(), checked offline by check_manifest())
+    settings_key    the job document's key that holds its Settings (None where it takes none)
+    """
+
+    name: ClassVar[str]
+    stacks: ClassVar[tuple[str, ...]]
+    default_for: ClassVar[tuple[str, ...]] = ()
+    frameworks: ClassVar[tuple[str, ...]]
+    rank_variables: ClassVar[str | None]
+    needs: ClassVar[frozenset[str] | dict[str, frozenset[str]]]
+    uses_hosts: ClassVar[bool] = True
+    leaves: ClassVar[tuple[str, ...] | dict[str, tuple[str, ...]]] = ()
+    beats: ClassVar[bool] = True
+    watched_in_job: ClassVar[bool | dict[str, bool]] = False
+    runs_in_pods: ClassVar[bool] = False
+    submits: ClassVar[bool] = False
+    manifest_kind: ClassVar[tuple[str, str] | None] = None
+    settings_key: ClassVar[str | None] = None
+
+    @dataclass(frozen=True)
+    class Settings:
+        """A launcher that takes no settings."""
+
+    def settings(self, document: dict[str, Any]) -> Any:
+        """Its Settings from a job document: its settings key's, each left out (or the whole key) its default."""
+        return self.Settings(**document.get(self.settings_key, {})) if self.settings_key else self.Settings()
+
+    def settings_problems(self, settings: Any, job: Job, complete: bool) -> list[str]:
+        """Every value of its settings it could not use for this job, each naming its key; complete=False for a job
+        whose hosts and inventory settings are added later."""
+        return []
+
+    def job_problems(self, job: Job) -> list[str]:
+        """What it cannot start of a job that is otherwise valid."""
+        return []
+
+    def host_problems(self, job: Job, settings: Any) -> list[str]:
+        """What the host and cluster it starts the job from must hold, asked before anything is written or started."""
+        return []
+
+    def on_stack(self, stack: str) -> OnStack:
+        """Its needs, leaves and watched_in_job on `stack`, whether it declares them once or per stack."""
+        if stack not in self.stacks:
+            raise ValueError(f"launcher {self.name} does not run on stack {stack} (it runs on {', '.join(self.stacks)})")
+        values = (self.needs, self.leaves, self.watched_in_job)
+        return OnStack(*(value[stack] if isinstance(value, dict) else value for value in values))
+
+    def first_host(self, job: Job) -> str | None:
+        """The host rank 0 runs on where the launcher decides it (None where ranks learn it otherwise)."""
+        return job.hosts[0] if job.hosts else None
+
+    def start(self, job: Job, settings: Any, options: Options, limits: watchdog.Limits) -> int:
+        """Start the job from the launching node (the limits are for a launcher watched inside its job)."""
+        raise ValueError(f"launcher {self.name} submits jobs from the control host, not from a node")
+
+    def submit(self, job: Job, settings: Any, options: Options, limits: watchdog.Limits, record: str | None) -> int:
+        """Submit the job from the control host, writing its record (the resolved job) where its results are
+        collected; 0 when it succeeded and every result was collected."""
+        raise ValueError(f"launcher {self.name} starts jobs from a node, not from the control host")
+
+    def manifest(self, job: Job, settings: Any) -> dict[str, Any]:
+        """The object it submits for the job, checked offline against its API (a launcher whose manifest_kind is
+        set)."""
+        raise ValueError(f"launcher {self.name} submits no object")
+
+    def check_manifest(self, manifest: dict[str, Any], kubernetes_version: str) -> None:
+        """Raise ValueError naming the first place its object departs from its API (checked offline)."""
+        raise ValueError(f"launcher {self.name} submits no object")
+
+
+def _launcher_of(module: ModuleType) -> Launcher:
+    """The one launcher a module defines: the Launcher subclass of its own that names itself (a base it defines for
+    launchers to share names none)."""
+    defined = [value for value in vars(module).values() if isinstance(value, type) and issubclass(value, Launcher)
+               and value.__module__ == module.__name__ and "name" in vars(value)]
+    if len(defined) != 1:
+        raise RuntimeError(f"launcher module {module.__name__} defines {len(defined)} named launchers, not one")
+    return defined[0]()
+
+
+@cache
+def registry() -> dict[str, Launcher]:
+    """Every launcher of this package by its name."""
+    return plugins.discover(__name__, __path__, "launcher", plugin=_launcher_of, name=lambda launcher: launcher.name)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(sorted(registry()))
+
+
+def get(name: str) -> Launcher:
+    return plugins.pick(registry(), name, "launcher")
+
+
+def default_for(stack: str) -> str:
+    return next(name for name, launcher in sorted(registry().items()) if stack in launcher.default_for)
+
+
+def stacks_of(name: str) -> tuple[str, ...]:
+    return tuple(get(name).stacks)
+
+
+def on_stack(name: str, stack: str) -> OnStack:
+    return get(name).on_stack(stack)
 
 
 @dataclass(frozen=True)
@@ -156,12 +243,12 @@ class Job:
         if spec is None:
             problems.append(f"launcher {self.launcher!r} is not one of {', '.join(names())}")
         else:
-            if self.stack not in spec.STACKS:
+            if self.stack not in spec.stacks:
                 problems.append(f"launcher {self.launcher} does not run on stack {self.stack} (it runs on "
-                                f"{', '.join(spec.STACKS)})")
-            if self.framework not in spec.FRAMEWORKS:
+                                f"{', '.join(spec.stacks)})")
+            if self.framework not in spec.frameworks:
                 problems.append(f"launcher {self.launcher} does not start {self.framework} ranks (it starts "
-                                f"{', '.join(spec.FRAMEWORKS)})")
+                                f"{', '.join(spec.frameworks)})")
         if self.program not in PROGRAMS:
             problems.append(f"program {self.program!r} is not one of {', '.join(PROGRAMS)}")
         if self.network not in NETWORKS:
@@ -180,11 +267,13 @@ class Job:
             problems.append(f"git commit {self.git_commit!r} is not what git describe prints")
         # A launcher that needs hosts must have enough; one that may leave placement to its scheduler (srun) must
         # have enough of those it is given; an MPIJob's pods are placed by Kubernetes.
-        if placed and spec is not None and self.stack in spec.STACKS \
-                and ("hosts" in on_stack(self.launcher, self.stack).needs or (self.hosts and spec.USES_HOSTS)) \
+        if placed and spec is not None and self.stack in spec.stacks \
+                and ("hosts" in spec.on_stack(self.stack).needs or (self.hosts and spec.uses_hosts)) \
                 and len(self.hosts) < self.nodes:
             problems.append(f"{self.ranks} ranks at {self.slots_per_node} per node need {self.nodes} hosts, "
                             f"{len(self.hosts)} given")
+        if spec is not None and not problems:
+            problems += spec.job_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         self.workload.validate()
@@ -226,7 +315,7 @@ def hostfile(job: Job) -> str:
 def kept_files(launcher: str, stack: str) -> tuple[str, ...]:
     """What a run's folder keeps beside raw/ of a job of this launcher on this stack: the job itself, what the launcher
     left and, for a job the watchdog ended, its record."""
-    return (JOB_JSON, *on_stack(launcher, stack).leaves, *((watchdog.STALLED_JSON,) if get(launcher).BEATS else ()))
+    return (JOB_JSON, *on_stack(launcher, stack).leaves, *((watchdog.STALLED_JSON,) if get(launcher).beats else ()))
 
 
 def run_dir(job: Job) -> Path:
@@ -234,32 +323,38 @@ def run_dir(job: Job) -> Path:
     return Path(job.output_dir).parent
 
 
-def execute(job: Job, options: Options, limits: watchdog.Limits) -> int:
-    """Start the job from this host with its launcher, within its limits: a launcher whose ranks beat here runs watched,
-    and a job that stalls or outlives its timeout is ended (benchrunner.watchdog); one watched inside its job is
-    handed the limits for the watchdog there."""
+def execute(job: Job, settings: Any, options: Options, limits: watchdog.Limits, record: str | None = None) -> int:
+    """Carry the job out with its launcher and settings, within its limits, keeping `record` (the resolved job) with
+    its results unless it is a dry run. A launcher that submits from the control host is handed all of it; one that
+    starts from this node runs watched here where its ranks beat here, and a job that stalls or outlives its timeout is
+    ended (benchrunner.watchdog); one watched inside its job is handed the limits for the watchdog there."""
+    launcher = get(job.launcher)
+    if launcher.submits:
+        return launcher.submit(job, settings, options, limits, record)
+    if record is not None and not options.dry_run:
+        # The record of what was asked, beside the ranks' raw/ results; for the job's account alone, since environment
+        # values may be private.
+        results.write_atomic(run_dir(job) / JOB_JSON, record, mode=0o600)
     os.environ[LAUNCHED_AT_ENV] = f"{time.time():.6f}"
     # Ranks find benchrunner, and mpirun its orted, on the same path as here.
     os.environ["PATH"] = os.pathsep.join([str(Path(job.benchrunner).parent), os.environ.get("PATH", "")])
-    spec = get(job.launcher)
-    if spec.start is None:
-        raise ValueError(f"launcher {job.launcher} starts jobs from the control host, not from a node")
-    if on_stack(job.launcher, job.stack).watched_in_job:
-        # Not watched here: the ranks' output does not come here.
-        return spec.start(job, options, limits=limits)
-    if options.dry_run or not spec.BEATS:
-        return spec.start(job, options)
-    return watchdog.supervise(lambda: spec.start(job, options), run_id=job.run_id, run_dir=run_dir(job),
-                              ranks=job.ranks, limits=limits)
+
+    def start() -> int:
+        return launcher.start(job, settings, options, limits)
+
+    # Not watched here where it is watched inside its job: the ranks' output does not come here.
+    if options.dry_run or not launcher.beats or launcher.on_stack(job.stack).watched_in_job:
+        return start()
+    return watchdog.supervise(start, run_id=job.run_id, run_dir=run_dir(job), ranks=job.ranks, limits=limits)
 
 
 def launcher_problem(source: str, launcher: str, framework: str) -> str | None:
     """Where a rank of `framework` found other variables (`source`) than the launcher it records would set: a process
     started by hand, or under another launcher, would otherwise be filed under that launcher's name."""
-    module = get(launcher)
-    if framework not in module.FRAMEWORKS:
+    spec = get(launcher)
+    if framework not in spec.frameworks:
         return f"launcher {launcher} starts no {framework} ranks: pass --launcher as this rank was started"
-    expected = module.RANK_VARIABLES
+    expected = spec.rank_variables
     if expected is None or source == expected:
         return None
     found = ("none of torchrun's, Open MPI's or Slurm's variables (a process started by hand)"

@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import os
 import shlex
+from typing import Any
 
+from benchrunner import watchdog
 from benchrunner.frameworks import tensorflow_horovod
-from benchrunner.launchers import Job, Options, host_slots
+from benchrunner.launchers import Job, Launcher, Options, host_slots
 from benchrunner.launchers.mpirun import exec_argv
 from benchrunner.rank_env import RANK_ARGV_ENV
 
-NAME = "horovodrun"
-STACKS = ("baremetal", "slurm")
-DEFAULT_FOR = ()
-FRAMEWORKS = (tensorflow_horovod.NAME,)
-# Not checked: horovodrun starts its ranks through mpirun or through Horovod's Gloo launcher, whose variables differ.
-RANK_VARIABLES = None
-NEEDS = frozenset({"hosts"})
-USES_HOSTS = True
-LEAVES = ()
-BEATS = True
-WATCHED_IN_JOB = False
 
+class Horovodrun(Launcher):
+    name = "horovodrun"
+    stacks = ("baremetal", "slurm")
+    frameworks = (tensorflow_horovod.NAME,)
+    # Not checked: horovodrun starts its ranks through mpirun or through Horovod's Gloo launcher, whose variables
+    # differ.
+    rank_variables = None
+    needs = frozenset({"hosts"})
 
-def first_host(job: Job) -> str | None:
-    return job.hosts[0] if job.hosts else None
+    def start(self, job: Job, settings: Any, options: Options, limits: watchdog.Limits) -> int:
+        os.environ.update(environment(job))
+        return exec_argv(argv(job), job, options)
 
 
 def argv(job: Job) -> list[str]:
@@ -38,7 +38,3 @@ def argv(job: Job) -> list[str]:
 def environment(job: Job) -> dict[str, str]:
     return {**job.environment(), RANK_ARGV_ENV: shlex.join(job.rank_argv()[1:])}
 
-
-def start(job: Job, options: Options) -> int:
-    os.environ.update(environment(job))
-    return exec_argv(argv(job), job, options)

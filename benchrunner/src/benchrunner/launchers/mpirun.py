@@ -6,27 +6,30 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
-from benchrunner import frameworks, results
-from benchrunner.launchers import Job, Options, hostfile, run_dir
+from benchrunner import frameworks, results, watchdog
+from benchrunner.launchers import Job, Launcher, Options, hostfile, run_dir
 from benchrunner.rank_env import LAUNCHED_AT_ENV
 
-NAME = "mpirun"
-# It also runs inside a Slurm allocation.
-STACKS = ("baremetal", "slurm")
-DEFAULT_FOR = ("baremetal",)
-FRAMEWORKS = frameworks.names()
-RANK_VARIABLES = "openmpi"
-NEEDS = frozenset({"hosts"})
-USES_HOSTS = True
 HOSTFILE = "hostfile"
-LEAVES = (HOSTFILE,)
-BEATS = True
-WATCHED_IN_JOB = False
 
 
-def first_host(job: Job) -> str | None:
-    return job.hosts[0] if job.hosts else None
+class Mpirun(Launcher):
+    name = "mpirun"
+    # It also runs inside a Slurm allocation.
+    stacks = ("baremetal", "slurm")
+    default_for = ("baremetal",)
+    frameworks = frameworks.names()
+    rank_variables = "openmpi"
+    needs = frozenset({"hosts"})
+    leaves = (HOSTFILE,)
+
+    def start(self, job: Job, settings: Any, options: Options, limits: watchdog.Limits) -> int:
+        path = str(run_dir(job) / HOSTFILE) if job.hosts else None
+        if path and not options.dry_run:
+            results.write_atomic(Path(path), hostfile(job))
+        return exec_argv(argv(job, path), job, options)
 
 
 def argv(job: Job, hostfile_path: str | None) -> list[str]:
@@ -49,9 +52,3 @@ def exec_argv(argv: list[str], job: Job, options: Options) -> int:
     sys.stdout.flush()
     os.execvp(argv[0], argv)
 
-
-def start(job: Job, options: Options) -> int:
-    path = str(run_dir(job) / HOSTFILE) if job.hosts else None
-    if path and not options.dry_run:
-        results.write_atomic(Path(path), hostfile(job))
-    return exec_argv(argv(job, path), job, options)

@@ -8,27 +8,16 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchrunner import frameworks, results, watchdog
 from benchrunner.job_defaults import DEFAULTS
-from benchrunner.launchers import Job, Options, run_dir
+from benchrunner.launchers import Job, Launcher, Options, run_dir
 from benchrunner.rank_env import LAUNCHED_AT_ENV
 
-NAME = "srun"
-STACKS = ("slurm",)
-DEFAULT_FOR = ("slurm",)
-FRAMEWORKS = frameworks.names()
-RANK_VARIABLES = "slurm"
-NEEDS = frozenset({"slurm"})
-# Slurm places ranks where no hosts are given; hosts given are the ones used (--nodelist).
-USES_HOSTS = True
 SCRIPT = "job.sbatch"
-LEAVES = (SCRIPT,)
-# srun hands every rank's output to the batch script on the batch host, not to the launching node (which only
-# follows the job): the script runs srun under `benchrunner watch` there, which ends a stalled job.
-BEATS = True
-WATCHED_IN_JOB = True
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
@@ -37,8 +26,47 @@ ALLOCATION_FIRST_NODE = "<the allocation's first node>"
 FIRST_NODE = 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1'
 
 
-def first_host(job: Job) -> str | None:
-    return job.hosts[0] if job.hosts else ALLOCATION_FIRST_NODE
+class SlurmBatch(Launcher):
+    """What a launcher that submits a batch script to Slurm shares: its settings (the job document's slurm), and the
+    partition asked for checked with the cluster before anything is written."""
+
+    settings_key = "slurm"
+
+    @dataclass(frozen=True)
+    class Settings:
+        """The job's partition (None: the cluster's default) and srun's MPI plugin."""
+
+        partition: str | None = DEFAULTS["slurm"]["partition"]
+        mpi: str = DEFAULTS["slurm"]["mpi"]
+
+    def settings_problems(self, settings: Any, job: Job, complete: bool) -> list[str]:
+        return slurm_problems(settings.partition, settings.mpi)
+
+    def host_problems(self, job: Job, settings: Any) -> list[str]:
+        problem = settings.partition and "slurm" in self.on_stack(job.stack).needs \
+            and partition_problem(settings.partition)
+        return [problem] if problem else []
+
+
+class Srun(SlurmBatch):
+    name = "srun"
+    stacks = ("slurm",)
+    default_for = ("slurm",)
+    frameworks = frameworks.names()
+    rank_variables = "slurm"
+    needs = frozenset({"slurm"})
+    # Slurm places ranks where no hosts are given; hosts given are the ones used (--nodelist).
+    uses_hosts = True
+    leaves = (SCRIPT,)
+    # srun hands every rank's output to the batch script on the batch host, not to the launching node (which only
+    # follows the job): the script runs srun under `benchrunner watch` there, which ends a stalled job.
+    watched_in_job = True
+
+    def first_host(self, job: Job) -> str | None:
+        return job.hosts[0] if job.hosts else ALLOCATION_FIRST_NODE
+
+    def start(self, job: Job, settings: Any, options: Options, limits: watchdog.Limits) -> int:
+        return submit(job, options, script(job, limits, partition=settings.partition, mpi=settings.mpi))
 
 
 def slurm_problems(partition: str | None, mpi: str) -> list[str]:
@@ -186,6 +214,3 @@ def submit_and_follow(batch_script: Path, poll_s: float = 0.05, max_poll_s: floa
     print(f"slurm job {job_id} ended {state.group(1)}" + (f" ({reason.group(1)})" if reason else ""), file=sys.stderr)
     return int(code.group(1)) if code and int(code.group(1)) else 1
 
-
-def start(job: Job, options: Options, limits: watchdog.Limits) -> int:
-    return submit(job, options, script(job, limits, partition=options.partition, mpi=options.mpi))

@@ -15,25 +15,15 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 from benchrunner import watchdog
 from benchrunner.frameworks import pytorch_ddp, pytorch_fsdp
 from benchrunner.launchers import Job, Options, host_slots, srun
 from benchrunner.rank_env import LAUNCHED_AT_ENV
 
-NAME = "torchrun"
-STACKS = ("baremetal", "slurm")
-DEFAULT_FOR = ()
-FRAMEWORKS = (pytorch_ddp.NAME, pytorch_fsdp.NAME)
-# Under Slurm the ranks also find srun's SLURM_* (of the agent's task): torchrun's come first (rank_env).
-RANK_VARIABLES = "torchrun"
-NEEDS = {"baremetal": frozenset({"hosts"}), "slurm": frozenset({"slurm"})}
-USES_HOSTS = True
-LEAVES = {"baremetal": (), "slurm": (srun.SCRIPT,)}
-BEATS = True
-# On bare metal the agents' output comes to the launching node; under Slurm, to the batch host.
-WATCHED_IN_JOB = {"baremetal": False, "slurm": True}
 # torchrun's own default rendezvous port (torch 2.13, torch/distributed/run.py: "If no port number is specified
 # HOST_NODE_ADDR defaults to 29400"; c10d_rendezvous_backend.DEFAULT_PORT), given explicitly.
 RDZV_PORT = 29400
@@ -42,16 +32,41 @@ POLL_S = 0.5
 RDZV_HOST_VARIABLE = "BENCHRUNNER_RDZV_HOST"
 
 
-def first_host(job: Job) -> str | None:
-    """None: torchrun tells every rank where rank 0 is (MASTER_ADDR), so nothing else must."""
-    return None
+class Torchrun(srun.SlurmBatch):
+    name = "torchrun"
+    stacks = ("baremetal", "slurm")
+    frameworks = (pytorch_ddp.NAME, pytorch_fsdp.NAME)
+    # Under Slurm the ranks also find srun's SLURM_* (of the agent's task): torchrun's come first (rank_env).
+    rank_variables = "torchrun"
+    needs: ClassVar[dict[str, frozenset[str]]] = {"baremetal": frozenset({"hosts"}), "slurm": frozenset({"slurm"})}
+    leaves: ClassVar[dict[str, tuple[str, ...]]] = {"baremetal": (), "slurm": (srun.SCRIPT,)}
+    # On bare metal the agents' output comes to the launching node; under Slurm, to the batch host.
+    watched_in_job: ClassVar[dict[str, bool]] = {"baremetal": False, "slurm": True}
+
+    @dataclass(frozen=True)
+    class Settings(srun.SlurmBatch.Settings):
+        """Slurm's, for its batch job on the slurm stack, and the port the agents meet at on the first node."""
+
+        rdzv_port: int = RDZV_PORT
+
+    def first_host(self, job: Job) -> str | None:
+        """None: torchrun tells every rank where rank 0 is (MASTER_ADDR), so nothing else must."""
+        return None
+
+    def start(self, job: Job, settings: Any, options: Options, limits: watchdog.Limits) -> int:
+        """Start the job: in a batch job under Slurm (given the job's limits, for the watchdog there), else the agents
+        from here."""
+        if job.stack == "slurm":
+            return srun.submit(job, options, script(job, limits, partition=settings.partition,
+                                                    rdzv_port=settings.rdzv_port))
+        return run_agents(commands(job, settings.rdzv_port), job, options)
 
 
-def agent_argv(job: Job, slots: int, rdzv_host: str) -> list[str]:
+def agent_argv(job: Job, slots: int, rdzv_host: str, rdzv_port: int = RDZV_PORT) -> list[str]:
     """One node's torchrun agent; torchrun is the one beside benchrunner, in the same environment."""
     torchrun = str(Path(job.benchrunner).parent / "torchrun") if "/" in job.benchrunner else "torchrun"
     return [torchrun, f"--nnodes={job.nodes}", f"--nproc-per-node={slots}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={rdzv_host}:{RDZV_PORT}", f"--rdzv-id={job.run_id}", "--max-restarts=0",
+            f"--rdzv-endpoint={rdzv_host}:{rdzv_port}", f"--rdzv-id={job.run_id}", "--max-restarts=0",
             "--no-python", *job.extra_args, *job.rank_argv()]
 
 
@@ -60,7 +75,7 @@ def _is_here(host: str) -> bool:
     return host in (here, here.split(".")[0], socket.getfqdn())
 
 
-def commands(job: Job) -> list[tuple[str, list[str]]]:
+def commands(job: Job, rdzv_port: int = RDZV_PORT) -> list[tuple[str, list[str]]]:
     """(host, argv) of every agent: the local one as it is, the others over SSH with the ranks' environment on the
     remote command line (sshd passes none of ours)."""
     job.validate()
@@ -68,7 +83,7 @@ def commands(job: Job) -> list[tuple[str, list[str]]]:
                    "PATH": os.environ.get("PATH", "")}
     out = []
     for host, slots in host_slots(job):
-        argv = agent_argv(job, slots, job.hosts[0])
+        argv = agent_argv(job, slots, job.hosts[0], rdzv_port)
         if _is_here(host):
             out.append((host, argv))
         else:
@@ -77,7 +92,7 @@ def commands(job: Job) -> list[tuple[str, list[str]]]:
     return out
 
 
-def script(job: Job, limits: watchdog.Limits, partition: str | None = None) -> str:
+def script(job: Job, limits: watchdog.Limits, partition: str | None = None, rdzv_port: int = RDZV_PORT) -> str:
     """A batch script whose srun starts one task per node, each a torchrun agent for that node's ranks, meeting at the
     allocation's first node (the batch host asks Slurm which it is, as for srun's MASTER_ADDR); one srun step, so
     every node runs the same number of ranks."""
@@ -91,21 +106,15 @@ def script(job: Job, limits: watchdog.Limits, partition: str | None = None) -> s
     # (the others would wait for it at the rendezvous or the next collective).
     host = f"${{{RDZV_HOST_VARIABLE}}}"
     step = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-            *agent_argv(job, per_node, host)]
+            *agent_argv(job, per_node, host, rdzv_port)]
     at = next(i for i, arg in enumerate(step) if arg.startswith("--rdzv-endpoint="))
-    line = f'{shlex.join(step[:at])} --rdzv-endpoint="{host}:{RDZV_PORT}" {shlex.join(step[at + 1:])}'
+    line = f'{shlex.join(step[:at])} --rdzv-endpoint="{host}:{rdzv_port}" {shlex.join(step[at + 1:])}'
     return srun.batch_script(job, limits, partition, tasks=job.nodes, tasks_per_node=1, step=line,
                              before_step=(f"{RDZV_HOST_VARIABLE}=$({srun.FIRST_NODE})",))
 
 
-def start(job: Job, options: Options, limits: watchdog.Limits | None = None) -> int:
-    """Start the job: in a batch job under Slurm (given the job's limits, for the watchdog there), else the agents
-    from here."""
-    if job.stack == "slurm":
-        if limits is None:
-            raise ValueError("torchrun under Slurm is watched inside its batch job: start it with the job's limits")
-        return srun.submit(job, options, script(job, limits, partition=options.partition))
-    agents = commands(job)
+def run_agents(agents: list[tuple[str, list[str]]], job: Job, options: Options) -> int:
+    """Print the agents' commands (a dry run), or run them until the first fails or all succeed."""
     if options.dry_run:
         for _, argv in agents:
             print(shlex.join(argv))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchrunner import logship, results
-from benchrunner.launchers.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL
+from benchrunner.launchers.mpijob.names import JOB_NAME_LABEL, JOB_ROLE_LABEL
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 LAUNCHER_LOG = "launcher.log"

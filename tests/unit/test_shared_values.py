@@ -86,9 +86,9 @@ CROSS_READS = {
     ("gpudirect", "nvidia_driver_version"),
     ("gpudirect", "nvidia_driver_kernel_modules"),
     ("gpudirect", "rdma_stack"),
-    ("node_validation", "nvidia_driver_reboot"),
-    ("node_validation", "gpudirect_route"),
-    ("node_validation", "node_facts_fact_file"),
+    ("node_checks", "nvidia_driver_reboot"),
+    ("node_checks", "gpudirect_route"),
+    ("node_checks", "node_facts_fact_file"),
 }
 
 

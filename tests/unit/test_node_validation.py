@@ -62,8 +62,8 @@ def validate(tmp_path, sysfs, proc=None, path=None, records=None, nodes=("gpu001
         for name in nodes}}}}}))
     out = tmp_path / "results"
     smi_path = str(fake_nvidia_smi(tmp_path, **smi))
-    extra = {"node_checks_sysfs_root": str(sysfs.root), "node_checks_nvidia_smi": smi_path, "node_acceptance_nvidia_smi": smi_path,
-             "node_checks_results_dir": str(out),
+    extra = {"node_checks_sysfs_root": str(sysfs.root), "node_checks_nvidia_smi": smi_path,
+             "node_acceptance_nvidia_smi": smi_path, "node_checks_results_dir": str(out),
              "node_checks_proc_root": str(proc or proc_tree(tmp_path, "6.8.0-45-generic")),
              "node_facts_fact_file": str((records or tmp_path / "no-records") / "hpcml_hardware.fact"), **(extra or {})}
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
@@ -202,8 +202,8 @@ SYSFS_PHYS = {"LinkUp": "5: LinkUp", "Disabled": "3: Disabled", "Polling": "2: P
 
 
 def ports_check(tmp_path, sysfs, parsed):
-    """The ib_ports_active judgement of node_checks' 10-node.yml alone, over a sysfs tree laid out from parsed ibstat or ibv_devinfo
-    output (each CA and its ports, in their recorded states)."""
+    """The ib_ports_active judgement of node_checks' 10-node.yml alone, over a sysfs tree laid out from parsed ibstat or
+    ibv_devinfo output (each CA and its ports, in their recorded states)."""
     for number, (name, device) in enumerate(sorted(parsed.items())):
         pci_path = sysfs.pci(f"0000:{number + 16:02x}:00.0", "0x15b3", "0x1021", "0x020700", driver="mlx5_core")
         ports = [(SYSFS_STATE[port["state"]], SYSFS_PHYS.get(port.get("phys_state"), "5: LinkUp"), port["link_layer"],

@@ -48,7 +48,8 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 # The validation play's checks (node_checks' tasks/10-node.yml, and acceptance_inputs from node_acceptance's
-# 15-judge.yml) that look at each kind of hardware; every acceptance check is a GPU check too (nccl-tests, DCGM and the GPU counters run on GPUs only).
+# 15-judge.yml) that look at each kind of hardware; every acceptance check is a GPU check too (nccl-tests, DCGM and
+# the GPU counters run on GPUs only).
 KIND_CHECKS = {"gpu": ("nvidia_smi", "peermem_loaded", "gpudirect_route", "gpu_nic_topology", "acceptance_inputs"),
                "rdma": ("ib_ports_active", "peermem_loaded", "gpudirect_route", "gpu_nic_topology")}
 KIND_NAMES = {"gpu": "GPU", "rdma": "RDMA"}

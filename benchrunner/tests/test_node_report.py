@@ -143,7 +143,7 @@ def lab_node_v4(expected):
                        "ib_ports_active": {"status": "skip", "reason": "no RDMA adapter found on the PCI bus (vendor 0x15b3)"},
                        "peermem_loaded": no_gpudirect, "gpudirect_route": no_gpudirect, "gpu_nic_topology": no_gpudirect,
                        "reboot_pending": {"status": "pass", "detail": "no reboot pending"}}}
-    incomplete = "node_validation_expect has gpu, but none of its 4 GPU checks ran (nvidia_smi: no NVIDIA GPU found ...)"
+    incomplete = "node_checks_expect has gpu, but none of its 4 GPU checks ran (nvidia_smi: no NVIDIA GPU found ...)"
     node["verdict"] = {"status": "incomplete" if expected else "pass", "reason": incomplete if expected else None,
                        "expected": expected, "counts": {"total": 6, "ran": 1, "passed": 1, "failed": 0, "skipped": 5}}
     return node
@@ -178,7 +178,7 @@ def test_an_incomplete_v4_summary_names_each_unchecked_node_with_its_reason():
     text = node_report.markdown(document)
     assert text.splitlines()[0] == "# Node validation 2026-11-21T07:00:00Z: INCOMPLETE: 2 of 14 checks ran, 12 skipped"
     incomplete = text[text.index("Incomplete:"):text.index("Skipped:")].splitlines()
-    assert incomplete[1:3] == [f"- {name}: node_validation_expect has gpu, but none of its 4 GPU checks ran "
+    assert incomplete[1:3] == [f"- {name}: node_checks_expect has gpu, but none of its 4 GPU checks ran "
                                "(nvidia_smi: no NVIDIA GPU found ...)" for name in ("lab-node1", "lab-node2")]
     section = node_report.html_section(document)
     assert "<h2 class='incomplete'>" in section and "<p>Incomplete:</p><ul><li>lab-node1: " in section

@@ -187,7 +187,7 @@ def test_validation_summary_says_what_it_could_not_check_and_why(node_validation
         assert checks["ib_ports_active"]["status"] == "skip"
         assert checks["peermem_loaded"]["reason"] == "no NVIDIA GPU on this node"
         assert checks["reboot_pending"]["status"] == "pass"
-    # Only reboot_pending ran, on each node. The lab's inventory expects neither GPUs nor RDMA (node_validation_expect),
+    # Only reboot_pending ran, on each node. The lab's inventory expects neither GPUs nor RDMA (node_checks_expect),
     # so that is a pass, and the verdict counts what did not run.
     assert node_validation["counts"] == {"total": 14, "ran": 2, "passed": 2, "failed": 0, "skipped": 12}
     for node in node_validation["nodes"].values():
@@ -197,8 +197,8 @@ def test_validation_summary_says_what_it_could_not_check_and_why(node_validation
 def test_acceptance_skips_every_gpu_check_and_measures_the_lab_pair_through_gloo(first_run, tmp_path):
     # Opted in on the lab: no GPU, so nothing is built or run on a GPU and each GPU input says which fact says so; the
     # pair's allreduce goes through Gloo on the CPUs, measured, with no hardware rate over veth to judge it against.
-    outcome = run_site(playbook="playbooks/validate.yml", extravars={"node_validation_acceptance": True,
-                                                                     "node_validation_results_dir": str(tmp_path)})
+    outcome = run_site(playbook="playbooks/validate.yml", extravars={"node_acceptance_enabled": True,
+                                                                     "node_checks_results_dir": str(tmp_path)})
     assert outcome.ok, outcome.failures
     document = results.load(results.NODE_VALIDATION, tmp_path / "latest.json")
     assert document["status"] == "pass"

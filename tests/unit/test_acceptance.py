@@ -492,11 +492,11 @@ def test_the_global_min_fraction_outside_0_to_1_is_refused(h100, value):
 
 def test_every_problem_is_named_at_once_with_the_roles_variable_names():
     problems = acceptance.threshold_problems({"H100 x8": {"allreduce_busbw_gbs": 460, "per_nic_gbps": -1}}, 2,
-                                             prefix="node_validation_")
+                                             prefix="node_acceptance_")
     assert [problem.split(":")[0] for problem in problems] == [
-        "node_validation_thresholds['H100 x8'] has the unknown key 'allreduce_busbw_gbs' (did you mean "
-        "'all_reduce_busbw_gbs'?)", "node_validation_thresholds['H100 x8'].per_nic_gbps is -1",
-        "node_validation_min_fraction is 2"]
+        "node_acceptance_thresholds['H100 x8'] has the unknown key 'allreduce_busbw_gbs' (did you mean "
+        "'all_reduce_busbw_gbs'?)", "node_acceptance_thresholds['H100 x8'].per_nic_gbps is -1",
+        "node_acceptance_min_fraction is 2"]
 
 
 def test_a_threshold_given_as_text_is_read_as_its_number_and_judges(h100):
@@ -534,8 +534,8 @@ def test_a_threshold_keyed_by_a_sku_no_node_has_is_named_with_the_skus_the_nodes
     nodes = {"gpu01": facts, "gpu02": facts, "login": {"present": False, "reason": "no NVIDIA GPU found on the PCI bus"}}
     assert acceptance.threshold_problems({"H100 x8": {"all_reduce_busbw_gbs": 470}}, nodes=nodes) == []
     assert acceptance.threshold_problems({"h100 x8": {"all_reduce_busbw_gbs": 470}}, nodes=nodes,
-                                         prefix="node_validation_") == [
-        "node_validation_thresholds['h100 x8'] matches no node of this play (did you mean 'H100 x8'?): its nodes are "
+                                         prefix="node_acceptance_") == [
+        "node_acceptance_thresholds['h100 x8'] matches no node of this play (did you mean 'H100 x8'?): its nodes are "
         "H100 x8 on 2 node(s), no SKU (no NVIDIA GPU on this node) on 1 node(s). Key the entry '<GPU model> x<GPU "
         "count>' as a node's acceptance sku gives it, e.g. 'H100 x8' or 'A100 PCIe x4', or leave it out of a run "
         "without such nodes"]

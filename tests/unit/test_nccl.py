@@ -279,7 +279,7 @@ def test_json_document_with_nan_and_without_out_of_place():
     assert result["problems"] == ["the document has no average bus bandwidth"]
 
 
-# nccl-tests 2.17.6 built by node_validation's own tasks and run by them on this project's lent H100
+# nccl-tests 2.17.6 built by node_acceptance's own tasks and run by them on this project's lent H100
 # (fixtures/gpu-record-h100-20261124/README.md): one GPU, -b 8 -e 16G -f 2 -n 20 -w 5 -g 1.
 H100_RUNS = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
 

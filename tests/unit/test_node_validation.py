@@ -61,9 +61,10 @@ def validate(tmp_path, sysfs, proc=None, path=None, records=None, nodes=("gpu001
         "ansible_connection": "local", "ansible_host": "127.0.0.1", "ansible_python_interpreter": sys.executable}
         for name in nodes}}}}}))
     out = tmp_path / "results"
-    extra = {"node_validation_sysfs_root": str(sysfs.root), "node_validation_nvidia_smi": str(fake_nvidia_smi(tmp_path, **smi)),
-             "node_validation_results_dir": str(out),
-             "node_validation_proc_root": str(proc or proc_tree(tmp_path, "6.8.0-45-generic")),
+    smi_path = str(fake_nvidia_smi(tmp_path, **smi))
+    extra = {"node_checks_sysfs_root": str(sysfs.root), "node_checks_nvidia_smi": smi_path,
+             "node_acceptance_nvidia_smi": smi_path, "node_checks_results_dir": str(out),
+             "node_checks_proc_root": str(proc or proc_tree(tmp_path, "6.8.0-45-generic")),
              "node_facts_fact_file": str((records or tmp_path / "no-records") / "hpcml_hardware.fact"), **(extra or {})}
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
     if path:
@@ -101,18 +102,18 @@ def test_healthy_gpu_node_passes(tmp_path, sysfs):
 
 def test_a_node_expected_to_have_gpus_where_none_was_found_is_incomplete_not_pass(tmp_path, sysfs):
     # An empty PCI bus, as on the lab: every GPU and RDMA check skips, reboot_pending alone runs.
-    run, summary = validate(tmp_path, sysfs, extra={"node_validation_expect": ["gpu"]})
+    run, summary = validate(tmp_path, sysfs, extra={"node_checks_expect": ["gpu"]})
     assert run.returncode != 0
     results.validate(results.NODE_VALIDATION, summary)
     assert summary["status"] == "incomplete"
     assert summary["counts"] == {"total": 8, "ran": 1, "passed": 1, "failed": 0, "skipped": 7}
     verdict = summary["nodes"]["gpu001"]["verdict"]
     assert (verdict["status"], verdict["expected"]) == ("incomplete", ["gpu"])
-    assert verdict["reason"] == ("node_validation_expect has gpu, but none of its 4 GPU checks ran (nvidia_smi: no NVIDIA "
+    assert verdict["reason"] == ("node_checks_expect has gpu, but none of its 4 GPU checks ran (nvidia_smi: no NVIDIA "
                                  "GPU found on the PCI bus (vendor 0x10de); peermem_loaded, gpudirect_route, "
                                  "gpu_nic_topology: no NVIDIA GPU on this node)")
     said = " ".join(run.stdout.split())
-    assert "Node validation incomplete: 1 of 8 checks ran, 7 skipped: gpu001 incomplete (node_validation_expect has gpu" in said
+    assert "Node validation incomplete: 1 of 8 checks ran, 7 skipped: gpu001 incomplete (node_checks_expect has gpu" in said
     # Where the inventory expects nothing, the same node passes on what ran, and says how little that was.
     again = tmp_path / "again"
     again.mkdir()
@@ -123,10 +124,10 @@ def test_a_node_expected_to_have_gpus_where_none_was_found_is_incomplete_not_pas
 
 
 def test_an_unknown_expectation_is_refused_before_anything_runs(tmp_path, sysfs):
-    run, summary = validate(tmp_path, sysfs, extra={"node_validation_expect": ["gpus"]})
+    run, summary = validate(tmp_path, sysfs, extra={"node_checks_expect": ["gpus"]})
     assert run.returncode != 0 and summary is None
     said = " ".join(run.stdout.split())
-    assert "node_validation_expect" in said and "gpu, rdma" in said, run.stdout[-3000:]
+    assert "node_checks_expect" in said and "gpu, rdma" in said, run.stdout[-3000:]
 
 
 def test_missing_gpu_and_peermem_fail_after_the_summary_is_written(tmp_path, sysfs):
@@ -201,8 +202,8 @@ SYSFS_PHYS = {"LinkUp": "5: LinkUp", "Disabled": "3: Disabled", "Polling": "2: P
 
 
 def ports_check(tmp_path, sysfs, parsed):
-    """The ib_ports_active judgement of 10-node.yml alone, over a sysfs tree laid out from parsed ibstat or ibv_devinfo
-    output (each CA and its ports, in their recorded states)."""
+    """The ib_ports_active judgement of node_checks' 10-node.yml alone, over a sysfs tree laid out from parsed ibstat or
+    ibv_devinfo output (each CA and its ports, in their recorded states)."""
     for number, (name, device) in enumerate(sorted(parsed.items())):
         pci_path = sysfs.pci(f"0000:{number + 16:02x}:00.0", "0x15b3", "0x1021", "0x020700", driver="mlx5_core")
         ports = [(SYSFS_STATE[port["state"]], SYSFS_PHYS.get(port.get("phys_state"), "5: LinkUp"), port["link_layer"],
@@ -213,13 +214,13 @@ def ports_check(tmp_path, sysfs, parsed):
                            "driver_version": None, "cuda_version": None, "driver_count": 0, "pci_count": 0},
              "hpcml_gpudirect": {"reason": "no NVIDIA GPU on this node", "route": None, "routes": {},
                                  "topology_problem": None}}
-    judge = [task for task in yaml.safe_load((ROLES / "node_validation" / "tasks" / "10-node.yml").read_text())
+    judge = [task for task in yaml.safe_load((ROLES / "node_checks" / "tasks" / "10-node.yml").read_text())
              if task["name"] == "Judge the node"]
     out = tmp_path / "check.json"
     judge.append({"ansible.builtin.copy": {"dest": str(out), "mode": "0644",
-                                           "content": "{{ node_validation_node.checks.ib_ports_active | to_json }}"}})
-    run = playbook(tmp_path, {"vars_files": role_vars("node_validation"), "tasks": judge}, facts,
-                   {"_node_validation_recorded": {"results": []}, "_node_validation_nccl": {"stdout": ""}})
+                                           "content": "{{ node_checks_node.checks.ib_ports_active | to_json }}"}})
+    run = playbook(tmp_path, {"vars_files": role_vars("node_checks"), "tasks": judge}, facts,
+                   {"_node_checks_recorded": {"results": []}, "_node_checks_nccl": {"stdout": ""}})
     assert run.returncode == 0, run.stdout[-3000:]
     return json.loads(out.read_text())
 
@@ -249,8 +250,8 @@ def test_acceptance_without_gpus_skips_every_gpu_input_and_measures_the_pair_thr
     # Two nodes without GPUs (both this machine): nothing is downloaded or built, the pair's allreduce runs through
     # torch.distributed's Gloo in the Python environment this test runs in.
     run, summary = validate(tmp_path, sysfs, nodes=("node-a", "node-b"), extra={
-        "node_validation_acceptance": True, "cluster_python_env": str(Path(sys.executable).parents[1]),
-        "node_validation_gloo_max_bytes": 65536, "node_validation_nccl_tests_dir": str(tmp_path / "nccl-tests")})
+        "node_acceptance_enabled": True, "cluster_python_env": str(Path(sys.executable).parents[1]),
+        "node_acceptance_gloo_max_bytes": 65536, "node_acceptance_nccl_tests_dir": str(tmp_path / "nccl-tests")})
     assert run.returncode == 0, run.stdout[-3000:]
     results.validate(results.NODE_VALIDATION, summary)
     assert not (tmp_path / "nccl-tests").exists()
@@ -270,8 +271,8 @@ def test_acceptance_without_gpus_skips_every_gpu_input_and_measures_the_pair_thr
 def test_a_failed_gloo_pair_fails_the_link_with_its_error(tmp_path, sysfs):
     # A message size benchrunner refuses: the ranks exit non-zero, the link fails with their last words, not a skip.
     run, summary = validate(tmp_path, sysfs, nodes=("node-a", "node-b"), extra={
-        "node_validation_acceptance": True, "cluster_python_env": str(Path(sys.executable).parents[1]),
-        "node_validation_gloo_max_bytes": 6, "node_validation_gloo_timeout": 30})
+        "node_acceptance_enabled": True, "cluster_python_env": str(Path(sys.executable).parents[1]),
+        "node_acceptance_gloo_max_bytes": 6, "node_acceptance_gloo_timeout": 30})
     assert run.returncode != 0
     [link] = summary["links"]
     assert link["status"] == "fail" and link["busbw_gbs"] is None
@@ -284,49 +285,49 @@ VALID_KEYS = ("valid keys are all_reduce_busbw_gbs, all_gather_busbw_gbs, reduce
               "message_bytes, per_nic_gbps, per_nic_rate_gbps, min_fraction")
 POSITIVE = "give a positive finite number (GB/s)"
 THRESHOLD_CASES = {
-    "misspelt": ({"node_validation_thresholds": {"H100 x8": {"allreduce_busbw_gbs": 460}}},
-                 "refused: node_validation_thresholds['H100 x8'] has the unknown key 'allreduce_busbw_gbs' (did you "
+    "misspelt": ({"node_acceptance_thresholds": {"H100 x8": {"allreduce_busbw_gbs": 460}}},
+                 "refused: node_acceptance_thresholds['H100 x8'] has the unknown key 'allreduce_busbw_gbs' (did you "
                  f"mean 'all_reduce_busbw_gbs'?): {VALID_KEYS}"),
-    "sku": ({"node_validation_thresholds": {"H100x8": {"all_reduce_busbw_gbs": 460}}},
-            "refused: node_validation_thresholds key 'H100x8' is not a SKU (did you mean 'H100 x8'?): write '<GPU model> "
+    "sku": ({"node_acceptance_thresholds": {"H100x8": {"all_reduce_busbw_gbs": 460}}},
+            "refused: node_acceptance_thresholds key 'H100x8' is not a SKU (did you mean 'H100 x8'?): write '<GPU model> "
             "x<GPU count>' as a node's acceptance sku gives it, e.g. 'H100 x8' or 'A100 PCIe x4' (the default table has "
             "H100 x8, H200 x8, A100 x8)"),
-    "zero": ({"node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": 0}}},
-             f"refused: node_validation_thresholds['H100 x8'].all_reduce_busbw_gbs is 0: {POSITIVE}"),
-    "negative": ({"node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": -460}}},
-                 f"refused: node_validation_thresholds['H100 x8'].all_reduce_busbw_gbs is -460: {POSITIVE}"),
-    "nan": ({"node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": "NaN"}}},
-            f"refused: node_validation_thresholds['H100 x8'].all_reduce_busbw_gbs is 'NaN': {POSITIVE}"),
-    "sku-fraction": ({"node_validation_thresholds": {"A100 x8": {"min_fraction": 1.5}}},
-                     "refused: node_validation_thresholds['A100 x8'].min_fraction is 1.5: give a fraction in (0, 1]"),
-    "global-fraction": ({"node_validation_min_fraction": 1.5},
-                        "refused: node_validation_min_fraction is 1.5: give a fraction in (0, 1]"),
+    "zero": ({"node_acceptance_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": 0}}},
+             f"refused: node_acceptance_thresholds['H100 x8'].all_reduce_busbw_gbs is 0: {POSITIVE}"),
+    "negative": ({"node_acceptance_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": -460}}},
+                 f"refused: node_acceptance_thresholds['H100 x8'].all_reduce_busbw_gbs is -460: {POSITIVE}"),
+    "nan": ({"node_acceptance_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": "NaN"}}},
+            f"refused: node_acceptance_thresholds['H100 x8'].all_reduce_busbw_gbs is 'NaN': {POSITIVE}"),
+    "sku-fraction": ({"node_acceptance_thresholds": {"A100 x8": {"min_fraction": 1.5}}},
+                     "refused: node_acceptance_thresholds['A100 x8'].min_fraction is 1.5: give a fraction in (0, 1]"),
+    "global-fraction": ({"node_acceptance_min_fraction": 1.5},
+                        "refused: node_acceptance_min_fraction is 1.5: give a fraction in (0, 1]"),
     # Text that reads as a number is that number, as for the role's own float variables.
-    "text": ({"node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": "460"}}}, "passed"),
+    "text": ({"node_acceptance_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": "460"}}}, "passed"),
     "default": ({}, "passed"),
 }
 
 
 def test_thresholds_that_would_judge_nothing_are_refused_before_the_role_measures_anything(tmp_path):
-    preflight = role_tasks("node_validation", "00-preflight")
+    preflight = role_tasks("node_acceptance", "00-preflight")
     run = play(tmp_path, [case(name, preflight, case_vars) for name, (case_vars, _) in THRESHOLD_CASES.items()])
     assert run.returncode == 0 and run.changed == 0, run.stdout[-3000:]
     assert outcomes(run) == {name: outcome for name, (_, outcome) in THRESHOLD_CASES.items()}
     # The role checks them first; site.yml's preflight play does too, before any role changes anything.
-    main = yaml.safe_load((ROLES / "node_validation" / "tasks" / "main.yml").read_text())
+    main = yaml.safe_load((ROLES / "node_acceptance" / "tasks" / "main.yml").read_text())
     assert main[0]["ansible.builtin.import_tasks"] == "00-preflight.yml"
     nodes_play = yaml.safe_load((PROJECT / "playbooks" / "preflight.yml").read_text())[1]
-    assert any(task.get("loop") and "node_validation" in task["loop"] for task in nodes_play["tasks"])
+    assert any(task.get("loop") and "node_acceptance" in task["loop"] for task in nodes_play["tasks"])
 
 
 def test_a_threshold_for_a_sku_no_node_has_stops_acceptance_before_anything_is_measured(tmp_path, sysfs):
     # The node's RTX 4090 is an "RTX 4090 x1": an entry for H100 x8 would judge nothing here.
     gpu_node(sysfs)
     run, summary = validate(tmp_path, sysfs, extra={
-        "node_validation_acceptance": True, "node_validation_nccl_tests_dir": str(tmp_path / "nccl-tests"),
-        "node_validation_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": 460}}})
+        "node_acceptance_enabled": True, "node_acceptance_nccl_tests_dir": str(tmp_path / "nccl-tests"),
+        "node_acceptance_thresholds": {"H100 x8": {"all_reduce_busbw_gbs": 460}}})
     assert run.returncode != 0 and summary is None
-    assert ("node_validation_thresholds['H100 x8'] matches no node of this play: its nodes are RTX 4090 x1 on 1 node(s). "
+    assert ("node_acceptance_thresholds['H100 x8'] matches no node of this play: its nodes are RTX 4090 x1 on 1 node(s). "
             "Key the entry '<GPU model> x<GPU count>' as a node's acceptance sku gives it") in " ".join(run.stdout.split())
     assert not (tmp_path / "nccl-tests").exists()
 
@@ -338,7 +339,7 @@ def test_acceptance_is_off_by_default(tmp_path, sysfs):
 
 
 def act(tmp_path, stack, failing, **extra):
-    """47-act.yml alone on a node whose acceptance has these failing checks; scontrol and kubectl are stand-ins that
+    """17-act.yml alone on a node whose acceptance has these failing checks; scontrol and kubectl are stand-ins that
     record their arguments. Returns the recorded action and what the tools were called with."""
     tools = tmp_path / "bin"
     tools.mkdir()
@@ -350,15 +351,15 @@ def act(tmp_path, stack, failing, **extra):
     inventory.write_text(json.dumps({"all": {"children": {"nodes": {"hosts": {"node001": host}},
                                                           "slurm_controller": {"hosts": {"node001": host}}}}}))
     out = tmp_path / "action.json"
-    tasks = yaml.safe_load((ROLES / "node_validation" / "tasks" / "47-act.yml").read_text())
+    tasks = yaml.safe_load((ROLES / "node_acceptance" / "tasks" / "17-act.yml").read_text())
     tasks.append({"ansible.builtin.copy": {"dest": str(out), "mode": "0644",
-                                           "content": "{{ node_validation_action | to_json }}"}})
-    play = [{"hosts": "nodes", "gather_facts": False, "vars_files": role_vars("cluster") + role_vars("node_validation"),
+                                           "content": "{{ node_acceptance_action | to_json }}"}})
+    play = [{"hosts": "nodes", "gather_facts": False, "vars_files": role_vars("cluster") + role_vars("node_acceptance"),
              "tasks": tasks}]
     (tmp_path / "play.yml").write_text(json.dumps(play))
     checks = {name: {"status": "fail", "reason": "slow"} for name in failing} | {"dcgm": {"status": "pass"}}
     variables = {"cluster_stack": stack, "ansible_facts": {"hostname": "gpu-7", "nodename": "gpu-7.example"},
-                 "node_validation_node": {"acceptance": {"checks": checks}}, "cluster_kubeconfig": "/k/config", **extra}
+                 "node_acceptance_node": {"acceptance": {"checks": checks}}, "cluster_kubeconfig": "/k/config", **extra}
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), PATH=f"{tools}:{os.environ['PATH']}")
     run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
                           "-e", json.dumps(variables), str(tmp_path / "play.yml")],
@@ -376,7 +377,7 @@ def test_a_failed_node_is_drained_on_the_slurm_controller_and_recorded(tmp_path)
 
 
 def test_a_failed_node_is_tainted_on_kubernetes(tmp_path):
-    action, calls = act(tmp_path, "k8s", ["dcgm_diag"], node_validation_k8s_action="taint")
+    action, calls = act(tmp_path, "k8s", ["dcgm_diag"], node_acceptance_k8s_action="taint")
     assert calls == ["kubectl --kubeconfig /k/config taint nodes gpu-7.example hpcml.io/acceptance=failed:NoSchedule --overwrite"]
     assert (action["action"], action["done"]) == ("taint", True)
 
@@ -403,8 +404,8 @@ def stand_in_nccl_tests(tmp_path):
     archive = tmp_path / "nccl-tests.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(source, arcname=source.name)
-    return {"node_validation_nccl_tests_url": archive.as_uri(), "node_validation_nccl_tests_dir": str(tmp_path / "nccl-tests"),
-            "node_validation_nccl_tests_checksum": "sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest()}
+    return {"node_acceptance_nccl_tests_url": archive.as_uri(), "node_acceptance_nccl_tests_dir": str(tmp_path / "nccl-tests"),
+            "node_acceptance_nccl_tests_checksum": "sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest()}
 
 
 def test_acceptance_on_gpu_nodes_builds_runs_and_keeps_every_output(tmp_path, sysfs):
@@ -421,8 +422,8 @@ def test_acceptance_on_gpu_nodes_builds_runs_and_keeps_every_output(tmp_path, sy
     for tool in tools.iterdir():
         tool.chmod(0o755)
     run, summary = validate(tmp_path, sysfs, path=tools, nodes=("gpu-a", "gpu-b"), extra={
-        "node_validation_acceptance": True, "node_validation_dcgm_package": "bash", "node_validation_on_fail": "drain",
-        "node_validation_dcgm_level": 1, **stand_in_nccl_tests(tmp_path)})
+        "node_acceptance_enabled": True, "node_acceptance_dcgm_package": "bash", "node_acceptance_on_fail": "drain",
+        "node_acceptance_dcgm_level": 1, **stand_in_nccl_tests(tmp_path)})
     results.validate(results.NODE_VALIDATION, summary)
     built = tmp_path / "nccl-tests" / "nccl-tests-2.17.6" / "build" / "made-with"
     assert built.read_text().split() == ["1", f"/usr/lib/{platform.machine()}-linux-gnu/openmpi", "/usr/local/cuda", "/usr"]

@@ -86,9 +86,9 @@ CROSS_READS = {
     ("gpudirect", "nvidia_driver_version"),
     ("gpudirect", "nvidia_driver_kernel_modules"),
     ("gpudirect", "rdma_stack"),
-    ("node_validation", "nvidia_driver_reboot"),
-    ("node_validation", "gpudirect_route"),
-    ("node_validation", "node_facts_fact_file"),
+    ("node_checks", "nvidia_driver_reboot"),
+    ("node_checks", "gpudirect_route"),
+    ("node_checks", "node_facts_fact_file"),
 }
 
 
@@ -150,9 +150,10 @@ def test_one_supported_os_table():
     assert tables == ["roles/cluster/vars/main.yml.cluster_supported_os"]
     table = shared_names()["cluster_supported_os"]
     assert {"Debian", "RedHat"} <= set(table) and all(table.values()), table
-    # Both checks of a node's OS read it.
+    # Both checks of a node's OS read it, through the one filter that judges it (test_unsupported_os.py).
     for role, tasks in (("preflight", "nodes.yml"), ("nvidia_driver", "00-preflight.yml")):
-        assert "cluster_supported_os[" in (ROLES / role / "tasks" / tasks).read_text(), role
+        check = "ansible_facts | hpcml.cluster.unsupported_os(cluster_supported_os)"
+        assert check in (ROLES / role / "tasks" / tasks).read_text(), role
         assert "cluster" in load(ROLES / role / "meta" / "main.yml")["dependencies"], role
 
 

@@ -68,8 +68,8 @@ def test_a_node_expected_to_have_gpus_where_no_gpu_check_ran_is_incomplete_with_
     verdict = judged["nodes"]["gpu02"]["verdict"]
     assert verdict["status"] == "incomplete"
     assert verdict["reason"] == (
-        f"node_validation_expect has gpu, but none of its 4 GPU checks ran (nvidia_smi: {NO_GPU}; peermem_loaded, "
-        f"gpudirect_route, gpu_nic_topology: {NO_GPUDIRECT}); node_validation_expect has rdma, but none of its 4 RDMA "
+        f"node_checks_expect has gpu, but none of its 4 GPU checks ran (nvidia_smi: {NO_GPU}; peermem_loaded, "
+        f"gpudirect_route, gpu_nic_topology: {NO_GPUDIRECT}); node_checks_expect has rdma, but none of its 4 RDMA "
         f"checks ran (ib_ports_active: {NO_RDMA}; peermem_loaded, gpudirect_route, gpu_nic_topology: {NO_GPUDIRECT})")
     # reboot_pending passed: something ran, but none of what the inventory asked for.
     assert verdict["counts"]["ran"] == 1
@@ -88,7 +88,7 @@ def test_one_gpu_check_that_ran_is_enough_and_acceptance_checks_count_as_gpu_che
     node["acceptance"]["checks"]["gpu_ecc"] = skip(f"ansible_facts.hpcml_gpu.present is false: {NO_GPU}")
     judged = validation_verdict(summary(gpu01=node), {"gpu01": ["gpu"]})
     assert judged["nodes"]["gpu01"]["verdict"]["reason"].startswith(
-        "node_validation_expect has gpu, but none of its 5 GPU checks ran (")
+        "node_checks_expect has gpu, but none of its 5 GPU checks ran (")
 
 
 def test_a_failure_wins_over_incomplete_and_a_failed_link_fails_the_summary():
@@ -98,7 +98,7 @@ def test_a_failure_wins_over_incomplete_and_a_failed_link_fails_the_summary():
     assert judged["status"] == "fail"
     assert judged["nodes"]["gpu01"]["verdict"]["status"] == "fail"
     assert judged["nodes"]["gpu01"]["verdict"]["reason"].startswith(
-        "failed: reboot_pending; node_validation_expect has gpu, but none of its 4 GPU checks ran")
+        "failed: reboot_pending; node_checks_expect has gpu, but none of its 4 GPU checks ran")
     document = summary(gpu01=gpu_node())
     document["links"] = [{"a": "gpu01", "b": "gpu02", "test": "all_reduce", "status": "fail", "busbw_gbs": 300.0,
                           "limit_gbs": 400.0, "fraction": 0.75, "threshold_gbs": 380.0,
@@ -118,7 +118,7 @@ def test_the_input_is_left_as_it_was():
 
 @pytest.mark.parametrize(("expected", "message"), [
     ({}, "no expected hardware given for node gpu01"),
-    ({"gpu01": ["gpus"]}, "node gpu01: node_validation_expect has gpus; valid: gpu, rdma"),
+    ({"gpu01": ["gpus"]}, "node gpu01: node_checks_expect has gpus; valid: gpu, rdma"),
 ])
 def test_a_node_without_a_valid_expectation_is_refused(expected, message):
     with pytest.raises(AnsibleFilterError, match=message):

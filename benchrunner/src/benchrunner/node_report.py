@@ -17,7 +17,7 @@ from benchrunner import results
 FOLDER = "node-validation"
 LATEST_JSON = "latest.json"
 LATEST = Path(FOLDER) / LATEST_JSON
-# What the node_validation role names each summary: its UTC stamp (<dir>/<stamp>.json, tasks/30-summary.yml).
+# What the node_checks role names each summary: its UTC stamp (<dir>/<stamp>.json, tasks/summary.yml).
 STAMP_JSON = re.compile(r"\d{8}T\d{6}Z\.json")
 CLUSTER_ROW = "(cluster)"
 # `--strict`'s exit status for a summary whose status is incomplete (nothing failed, but a node's expected hardware was
@@ -168,7 +168,7 @@ def summary_path(given: Path) -> Path:
     if not stamped:
         hint = f"; the results folder's summaries are in {given / FOLDER}" if (given / FOLDER).is_dir() else ""
         raise results.ResultError(f"{given}: no {LATEST_JSON} or <stamp>.json summary in this folder (the "
-                                  f"node_validation role writes both){hint}")
+                                  f"node_checks role writes both){hint}")
     return stamped[-1]
 
 

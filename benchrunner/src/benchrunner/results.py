@@ -21,7 +21,7 @@ SUMMARY = "summary"
 ALLREDUCE_RESULT = "allreduce-result"
 CAMPAIGN = "campaign"
 CAMPAIGN_STATE = "campaign-state"
-# Written by the node_validation role (playbooks/validate.yml), checked here like every other result.
+# Written by the node_checks role's summary (playbooks/validate.yml), checked here like every other result.
 NODE_VALIDATION = "node-validation"
 # What the playbooks, a campaign or `benchrunner launch` ask benchrunner to run (benchrunner.job_document).
 JOB = "job"

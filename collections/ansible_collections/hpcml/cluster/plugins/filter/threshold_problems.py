@@ -41,8 +41,8 @@ EXAMPLES = r"""
     fail_msg: "{{ _problems | join('; ') }}"
   vars:
     _problems: >-
-      {{ node_validation_thresholds | hpcml.cluster.threshold_problems(node_validation_min_fraction,
-         prefix='node_validation_') }}
+      {{ node_acceptance_thresholds | hpcml.cluster.threshold_problems(node_acceptance_min_fraction,
+         prefix='node_acceptance_') }}
 """
 
 RETURN = r"""

@@ -23,7 +23,7 @@ options:
     type: dict
     required: true
   expected:
-    description: Each node's expected kinds of hardware (node_validation_expect), by node name; every node of the
+    description: Each node's expected kinds of hardware (node_checks_expect), by node name; every node of the
       summary must have an entry.
     type: dict
     required: true
@@ -47,8 +47,9 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-# The validation play's checks (tasks/10-node.yml, and acceptance_inputs from 45-judge.yml) that look at each kind of
-# hardware; every acceptance check is a GPU check too (nccl-tests, DCGM and the GPU counters run on GPUs only).
+# The validation play's checks (node_checks' tasks/10-node.yml, and acceptance_inputs from node_acceptance's
+# 15-judge.yml) that look at each kind of hardware; every acceptance check is a GPU check too (nccl-tests, DCGM and
+# the GPU counters run on GPUs only).
 KIND_CHECKS = {"gpu": ("nvidia_smi", "peermem_loaded", "gpudirect_route", "gpu_nic_topology", "acceptance_inputs"),
                "rdma": ("ib_ports_active", "peermem_loaded", "gpudirect_route", "gpu_nic_topology")}
 KIND_NAMES = {"gpu": "GPU", "rdma": "RDMA"}
@@ -81,7 +82,7 @@ def node_verdict(node: dict[str, Any], expected: list[str]) -> dict[str, Any]:
         of_kind = {name: check for name, check in checks.items()
                    if name in KIND_CHECKS[kind] or (kind == "gpu" and name in acceptance)}
         if all(check["status"] == "skip" for check in of_kind.values()):
-            problems.append(f"node_validation_expect has {kind}, but none of its {len(of_kind)} {KIND_NAMES[kind]} "
+            problems.append(f"node_checks_expect has {kind}, but none of its {len(of_kind)} {KIND_NAMES[kind]} "
                             f"checks ran ({_skips(of_kind)})")
     status = "fail" if failed else ("incomplete" if problems else "pass")
     return {"status": status, "reason": "; ".join(problems) or None, "expected": list(expected), "counts": tally}
@@ -94,7 +95,7 @@ def validation_verdict(document: dict[str, Any], expected: dict[str, list[str]])
             raise AnsibleFilterError(f"validation_verdict: no expected hardware given for node {name}")
         unknown = sorted(set(expected[name]) - set(KIND_CHECKS))
         if unknown:
-            raise AnsibleFilterError(f"validation_verdict: node {name}: node_validation_expect has {', '.join(unknown)}; "
+            raise AnsibleFilterError(f"validation_verdict: node {name}: node_checks_expect has {', '.join(unknown)}; "
                                      f"valid: {', '.join(KIND_CHECKS)}")
         nodes[name] = {**node, "verdict": node_verdict(node, expected[name])}
     every = [*document["cluster"].values(), *document["links"]]

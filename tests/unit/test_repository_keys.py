@@ -1,35 +1,28 @@
 """The repository-key check (package_source's key.yml, which every signed apt repository goes through): exactly the
 expected key is installed; a key file holding another key besides it is refused and nothing is installed."""
 
-import os
-import subprocess
-
 import pytest
+from gpg_home import gpg_home
 from playbook_run import play, role_tasks
-
-
-def gpg(home, *args):
-    return subprocess.run(["gpg", "--batch", "--homedir", str(home), *args], capture_output=True, text=True, check=True)
 
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory):
     """Two signing keys, each with a subkey; returns their fingerprints and an exporter."""
-    home = tmp_path_factory.mktemp("gnupg")
-    os.chmod(home, 0o700)
-    fingerprints = []
-    for name in ("repo", "intruder"):
-        gpg(home, "--passphrase", "", "--quick-gen-key", f"{name} <{name}@example.org>", "ed25519", "sign", "never")
-        listing = gpg(home, "--with-colons", "--list-keys", f"{name}@example.org").stdout.splitlines()
-        fpr = next(line.split(":")[9] for i, line in enumerate(listing) if line.startswith("fpr:")
-                   and listing[i - 1].startswith("pub:"))
-        gpg(home, "--passphrase", "", "--quick-add-key", fpr, "cv25519", "encr", "never")
-        fingerprints.append(fpr)
+    with gpg_home(tmp_path_factory.mktemp("gnupg")) as gpg:
+        fingerprints = []
+        for name in ("repo", "intruder"):
+            gpg("--passphrase", "", "--quick-gen-key", f"{name} <{name}@example.org>", "ed25519", "sign", "never")
+            listing = gpg("--with-colons", "--list-keys", f"{name}@example.org").stdout.splitlines()
+            fpr = next(line.split(":")[9] for i, line in enumerate(listing) if line.startswith("fpr:")
+                       and listing[i - 1].startswith("pub:"))
+            gpg("--passphrase", "", "--quick-add-key", fpr, "cv25519", "encr", "never")
+            fingerprints.append(fpr)
 
-    def export(path, *names):
-        path.write_text(gpg(home, "--armor", "--export", *names).stdout)
-        return path
-    return fingerprints, export
+        def export(path, *names):
+            path.write_text(gpg("--armor", "--export", *names).stdout)
+            return path
+        yield fingerprints, export
 
 
 def install_key(tmp_path, key_file, fingerprint):

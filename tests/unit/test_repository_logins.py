@@ -16,6 +16,7 @@ from typing import ClassVar
 import http_stub
 import pytest
 import yaml
+from gpg_home import gpg_home
 from playbook_run import Run, play, role_tasks
 
 from ansible_collections.hpcml.cluster.plugins.filter.split_userinfo import split_userinfo
@@ -211,14 +212,11 @@ def test_dnf_repo_file_without_a_login_stays_world_readable(tmp_path):
 
 @pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg")
 def test_the_key_is_fetched_with_the_login_and_the_password_never_printed(tmp_path):
-    home = tmp_path / "gnupg"
-    home.mkdir(mode=0o700)
-    gpg = ["gpg", "--batch", "--homedir", str(home)]
-    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "repo <repo@example.org>", "ed25519", "sign", "never"],
-                   check=True, capture_output=True)
-    listing = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True).stdout
-    fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
-    key = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True).stdout
+    with gpg_home(tmp_path / "gnupg") as gpg:
+        gpg("--passphrase", "", "--quick-gen-key", "repo <repo@example.org>", "ed25519", "sign", "never")
+        listing = gpg("--with-colons", "--list-keys").stdout
+        fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+        key = gpg("--armor", "--export", text=False).stdout
 
     class KeyMirror(_Mirror):
         def do_GET(self):

@@ -157,6 +157,24 @@ def test_one_supported_os_table():
         assert "cluster" in load(ROLES / role / "meta" / "main.yml")["dependencies"], role
 
 
+# Galaxy's platform names and versions for the table's entries: Debian and Ubuntu by codename, Red Hat's family as EL.
+GALAXY_PLATFORMS = {("Debian", "12"): ("Debian", "bookworm"), ("Ubuntu", "22.04"): ("Ubuntu", "jammy"),
+                    ("Ubuntu", "24.04"): ("Ubuntu", "noble"), ("RedHat", "8"): ("EL", "8"), ("RedHat", "9"): ("EL", "9"),
+                    ("Rocky", "8"): ("EL", "8"), ("Rocky", "9"): ("EL", "9")}
+
+
+def test_every_roles_platforms_are_in_the_supported_os_table():
+    table = shared_names()["cluster_supported_os"]
+    supported = {GALAXY_PLATFORMS[(name, version)] for name, versions in table.items() for version in versions}
+    claimed = {}
+    for meta in sorted(ROLES.glob("*/meta/main.yml")):
+        for platform in load(meta).get("galaxy_info", {}).get("platforms", []):
+            for version in platform["versions"]:
+                claimed.setdefault((platform["name"], str(version)), []).append(meta.parts[-3])
+    assert claimed, "no role declares platforms"
+    assert {key: roles for key, roles in claimed.items() if key not in supported} == {}
+
+
 def resolve(text: str, variables: dict) -> str:
     """Substitutes plain `{{ name }}` references by the role's string values until none is left to substitute."""
     for _ in range(5):

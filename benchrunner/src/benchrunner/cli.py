@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+import benchrunner
 from benchrunner import (
     __version__,
     campaign,
@@ -557,8 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         prog="benchrunner",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Distributed training benchmark for GPU clusters (Horovod + TensorFlow, PyTorch DDP and FSDP2; CNNs "
-                    "and transformers), on bare metal, under Slurm or on Kubernetes.",
+        description=" ".join(benchrunner.__doc__.split("\n\n")[0].split()),
         epilog="On the control host, in the project folder:\n"
                "  benchrunner deploy                      provision the cluster (site.yml without the benchmark)\n"
                "  benchrunner bench                       one benchmark run; results in results/<run-id>/\n"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the launcher and framework registries into what names them (`make docs`, before the role READMEs): the
-enums of the current schemas and the benchrunner role's argument-spec choices, so none is kept by hand.
+enums of the current schemas, the benchrunner role's argument-spec choices, and the launchers' facts the role asks
+instead of their names, so none is kept by hand.
 
 Each is one list in a hand-formatted file: only that list's text is replaced, and the file is read back to show the
 replacement landed where it was meant to.
@@ -24,6 +25,9 @@ from benchrunner import frameworks, launchers, results  # noqa: E402
 
 SCHEMAS = PROJECT / "benchrunner" / "src" / "benchrunner" / "schemas"
 ROLE_SPECS = PROJECT / "roles" / "benchrunner" / "meta" / "argument_specs.yml"
+ROLE_VARS = PROJECT / "roles" / "benchrunner" / "vars" / "main.yml"
+# The role's variable holding each launcher's facts, the last block of its vars.
+LAUNCHER_FACTS = "_benchrunner_launchers"
 
 
 def _schema_file(kind: str) -> Path:
@@ -83,6 +87,26 @@ def specs_text(option: str, names: tuple[str, ...], text: str) -> str:
     return new
 
 
+def launcher_facts() -> dict[str, dict[str, object]]:
+    """What the benchrunner role asks of a launcher, by its name: whether it submits from the control host, its
+    stacks (and those it is the default of), what it needs on each, whether hosts given place its ranks, the job key
+    of its settings, the frameworks it starts and the container runtimes it can start ranks in."""
+    return {name: {"submits": launcher.submits, "stacks": list(launcher.stacks), "default_for": list(launcher.default_for),
+                   "needs": {stack: sorted(launcher.on_stack(stack).needs) for stack in launcher.stacks},
+                   "uses_hosts": launcher.uses_hosts, "settings_key": launcher.settings_key,
+                   "frameworks": list(launcher.frameworks), "containers": list(launcher.containers)}
+            for name, launcher in sorted(launchers.registry().items())}
+
+
+def vars_text(facts: dict[str, dict[str, object]], text: str) -> str:
+    """The role's vars with its launchers' facts block (the variable and the lines indented below it) being `facts`."""
+    block = yaml.safe_dump({LAUNCHER_FACTS: facts}, default_flow_style=None, sort_keys=False, width=118)
+    new = _replace_once(text, rf"^({re.escape(LAUNCHER_FACTS)}:\n(?: .*\n)*)", block, ROLE_VARS.name)
+    if yaml.safe_load(new)[LAUNCHER_FACTS] != facts:
+        raise SystemExit(f"{ROLE_VARS.name}: the block replaced is not {LAUNCHER_FACTS}")
+    return new
+
+
 def rendered() -> dict[Path, str]:
     """Every generated file as it should read, by path."""
     texts: dict[Path, str] = {}
@@ -93,6 +117,7 @@ def rendered() -> dict[Path, str]:
     for option, names in ROLE_CHOICES:
         specs = specs_text(option, names(), specs)
     texts[ROLE_SPECS] = specs
+    texts[ROLE_VARS] = vars_text(launcher_facts(), ROLE_VARS.read_text())
     return texts
 
 

@@ -156,6 +156,18 @@ def test_a_kubernetes_release_the_validator_does_not_know_is_one_line(capsys):
     assert "Kubernetes 1.99.0: the offline validator knows 1.25.0 to" in err and len(err.splitlines()) == 1
 
 
+def test_a_launchers_option_given_to_a_launcher_that_does_not_read_it_is_refused(capsys):
+    # mpirun reads no Slurm settings: the partition would be dropped without a word.
+    assert cli.main(["launch", "--dry-run", "--launcher", "mpirun", "--run-id", "r1", "--results-dir", "/o",
+                     "--ranks", "1", "--hosts", "n1", "--partition", "gpu"]) == 2
+    assert ("slurm holds the settings of srun, torchrun, not of launcher mpirun (which takes no settings)"
+            in capsys.readouterr().err)
+    # Left out, another launcher's options stay out of the job: the same job without them is printed.
+    assert cli.main(["launch", "--dry-run", "--launcher", "mpirun", "--run-id", "r1", "--results-dir", "/o",
+                     "--ranks", "1", "--hosts", "n1"]) == 0
+    assert "mpirun" in capsys.readouterr().out
+
+
 LEAVE = """
 import atexit, sys
 from benchrunner import cli

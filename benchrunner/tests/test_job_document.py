@@ -118,6 +118,30 @@ def test_a_node_launches_only_a_resolved_job_as_it_is(tmp_path, capsys, monkeypa
         job_document.launch_plan({**resolved, "hosts": ["n1"]}, "edited")
 
 
+def test_a_launchers_settings_in_a_job_of_another_launcher_are_refused_naming_the_key_and_its_readers():
+    with pytest.raises(ValueError) as refused:
+        job_document.resolve(request(ranks=2, slurm={"partition": "gpu"}))
+    assert str(refused.value) == ("job document: slurm holds the settings of srun, torchrun, not of launcher mpirun "
+                                  "(which takes no settings): leave slurm out, or choose one of srun, torchrun")
+    # Empty, it is still another launcher's key, named beside the job's other problems.
+    with pytest.raises(ValueError) as refused:
+        job_document.resolve(request(stack="slurm", launcher="srun", ranks=2, hosts=["n1"], kubernetes={},
+                                     slurm={}))
+    assert str(refused.value) == ("job document: kubernetes holds the settings of mpijob, not of launcher srun (which "
+                                  "reads slurm): leave kubernetes out, or choose one of mpijob; 2 ranks at 1 per node "
+                                  "need 2 hosts, 1 given")
+
+
+def test_a_resolved_job_holds_the_settings_of_its_own_launcher_alone():
+    keys = launchers.settings_keys()
+    assert keys == {"kubernetes": ("mpijob",), "slurm": ("srun", "torchrun")}
+    for name in launchers.names():
+        launcher = launchers.get(name)
+        resolved = job_document.resolve(request(launcher=name, stack=launcher.stacks[0], ranks=2,
+                                                framework=launcher.frameworks[0]))
+        assert set(keys) & set(resolved) == {launcher.settings_key} - {None}, name
+
+
 def srun_job(**changes):
     return job_document.resolve(request(stack="slurm", launcher="srun", ranks=2, hosts=["n1", "n2"], **changes))
 
@@ -160,8 +184,12 @@ NO_LONGER_HOLDS = [
                  id="nodes-left-out"),
     pytest.param(lambda: edited(srun_job(), slurm={"partition": None}),
                  'slurm.mpi is left out, but resolving the job again makes it "pmix"', id="slurm-mpi-left-out"),
-    pytest.param(lambda: edited(srun_job(), kubernetes={**srun_job()["kubernetes"], "version": None}),
+    pytest.param(lambda: edited(job_document.resolve(mpijob_request()),
+                                kubernetes={**job_document.resolve(mpijob_request())["kubernetes"], "version": None}),
                  'kubernetes.version is null, but resolving the job again makes it "1.33.5"', id="kubernetes-version-null"),
+    pytest.param(lambda: edited(job_document.resolve(request(ranks=2)), slurm={"partition": None, "mpi": "pmix"}),
+                 "slurm holds the settings of srun, torchrun, not of launcher mpirun (which takes no settings)",
+                 id="another-launchers-settings"),
 ]
 
 

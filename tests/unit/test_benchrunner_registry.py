@@ -16,6 +16,9 @@ from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
 PROJECT = Path(__file__).resolve().parents[2]
 ROLE = PROJECT / "roles" / "benchrunner"
 ROLE_SPECS = ROLE / "meta" / "argument_specs.yml"
+ROLE_VARS = ROLE / "vars" / "main.yml"
+PACKAGE = PROJECT / "benchrunner" / "src" / "benchrunner"
+LAUNCHERS = PACKAGE / "launchers"
 # The role's variables that set a job key benchrunner has a default for, and that key: unset, they are left out of
 # the request (`| default(none)` in vars/main.yml), so benchrunner's default applies.
 LEFT_TO_BENCHRUNNER = {
@@ -78,6 +81,70 @@ def test_make_docs_writes_a_new_launcher_and_framework_into_every_list(monkeypat
     assert len(before) == len(after)
     assert [new.strip() for old, new in zip(before, after) if old != new] == [
         f"choices: [{', '.join(launchers.names())}]", "choices: [pytorch-ddp, zframework]"]
+    # The role's launcher facts gain its block, and nothing else of the role's vars changes.
+    facts = yaml.safe_load(texts[ROLE_VARS])[generator.LAUNCHER_FACTS]
+    assert list(facts) == [*launchers.names()] and facts["zlauncher"] == facts["mpirun"]
+    before, after = ROLE_VARS.read_text().splitlines(), texts[ROLE_VARS].splitlines()
+    assert after[:len(before)] == before[:-len(facts["mpirun"]) - 2] + after[len(before) - len(facts["mpirun"]) - 2:len(before)]
+
+
+def test_the_roles_launcher_facts_are_the_registrys():
+    """What the role asks of a launcher instead of its name, as `make docs` wrote it, read back against each class."""
+    facts = yaml.safe_load(ROLE_VARS.read_text())["_benchrunner_launchers"]
+    assert sorted(facts) == list(launchers.names())
+    for name, fact in facts.items():
+        launcher = launchers.get(name)
+        assert (fact["submits"], fact["uses_hosts"], fact["settings_key"]) == (
+            launcher.submits, launcher.uses_hosts, launcher.settings_key), name
+        assert (fact["stacks"], fact["default_for"], fact["frameworks"], fact["containers"]) == (
+            list(launcher.stacks), list(launcher.default_for), list(launcher.frameworks), list(launcher.containers)), name
+        assert fact["needs"] == {stack: sorted(launcher.on_stack(stack).needs) for stack in launcher.stacks}, name
+
+
+def compared_names(text: str, names: tuple[str, ...]) -> list[tuple[int, str]]:
+    """Each line of `text` (by number, comments aside) that compares something with a launcher's quoted name: ==, !=,
+    in (a name or a list of them), case, in Python or Jinja."""
+    alternatives = "|".join(map(re.escape, names))
+    quoted = rf"""(?:'(?:{alternatives})'|"(?:{alternatives})")"""
+    compared = re.compile(rf"(?:==|!=|\bcase)\s*{quoted}|\bin\s*[(\[{{][^)\]}}]*{quoted}|{quoted}\s*(?:==|!=|\bin\b)")
+    return [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)
+            if not line.lstrip().startswith("#") and compared.search(line)]
+
+
+def name_scanned_files() -> list[Path]:
+    """The package outside its launchers, and the benchmark role: what asks a launcher, never its name."""
+    return [path for root in (PACKAGE, ROLE) for path in sorted(root.rglob("*"))
+            if path.suffix in (".py", ".yml", ".j2") and LAUNCHERS not in path.parents]
+
+
+def test_nothing_outside_the_launchers_compares_a_launchers_name():
+    files = name_scanned_files()
+    assert {PACKAGE / "cli.py", PACKAGE / "campaign.py", PACKAGE / "job_document.py", ROLE_VARS,
+            ROLE / "defaults" / "main.yml", ROLE / "tasks" / "00-preflight.yml"} <= set(files)
+    assert not any(LAUNCHERS in path.parents for path in files)
+    found = [f"{path.relative_to(PROJECT)}:{number}: {line}" for path in files
+             for number, line in compared_names(path.read_text(), launchers.names())]
+    assert found == [], "ask the launcher's class (or the role's _benchrunner_launchers) what it is, not its name"
+
+
+def test_the_name_scan_finds_each_way_a_name_was_compared(tmp_path):
+    names = launchers.names()
+    # How the role and the package compared names before the launchers declared what was asked.
+    planted = [
+        "      not (_benchrunner_launcher_asked == 'srun' or (_benchrunner_launcher_asked == 'torchrun'))",
+        "  {{ dict(groups[cluster_nodes_group]) if _benchrunner_launcher_asked == 'mpijob' else {} }}",
+        '    if job.launcher != "horovodrun":',
+        '    if point["launcher"] in ("tcp", "mpirun"):',
+        '    if "srun" in asked:',
+        '        case "mpijob":',
+    ]
+    role_vars = tmp_path / "main.yml"
+    role_vars.write_text(ROLE_VARS.read_text() + "\n".join(planted) + "\n# _benchrunner_launcher_asked == 'srun'\n")
+    start = len(ROLE_VARS.read_text().splitlines()) + 1
+    assert compared_names(role_vars.read_text(), names) == [
+        (start + offset, line.strip()) for offset, line in enumerate(planted)]
+    # A name that is no comparison's is not one: a launcher's facts by name, a file named after it.
+    assert compared_names("  mpijob:\n    '--manifest-out', dir ~ '/mpijob.yaml'\n", names) == []
 
 
 def test_every_framework_setting_is_recorded_by_the_rank_result_schema():
@@ -175,6 +242,7 @@ def test_the_jobs_defaults_live_in_benchrunner_only():
             defaults = dataclasses.asdict(launcher.Settings())
             assert {k: defaults[k] for k in DEFAULTS[launcher.settings_key]} == DEFAULTS[launcher.settings_key], name
     launch = cli.build_parser().parse_args(["launch", "--run-id", "r", "--ranks", "1"])
-    assert (launch.slurm_mpi, launch.timeout, launch.results_dir, launch.image, launch.shm_size) == (
-        DEFAULTS["slurm"]["mpi"], DEFAULTS["timeout_s"], DEFAULTS["nodes"]["results_dir"],
-        DEFAULTS["kubernetes"]["image"], DEFAULTS["kubernetes"]["shm_size"])
+    assert (launch.timeout, launch.results_dir) == (DEFAULTS["timeout_s"], DEFAULTS["nodes"]["results_dir"])
+    # A launcher's options left out stay out of the job (which refuses another launcher's settings), so its Settings
+    # take the job's defaults, as above.
+    assert (launch.partition, launch.slurm_mpi, launch.image, launch.shm_size) == (None, None, None, None)

@@ -192,12 +192,20 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         **({} if args.stall_timeout is None else {"stall_timeout_s": args.stall_timeout}),
         # On the nodes, the benchrunner beside this Python; an MPIJob's pods have their own.
         "nodes": {"results_dir": args.results_dir, "benchrunner": args.benchrunner or _default_benchrunner()},
-        "slurm": {"partition": args.partition, "mpi": args.slurm_mpi},
-        "kubernetes": {"image": args.image, "namespace": args.namespace, "version": args.kubernetes_version,
-                       "network_attachment": args.network_attachment, "runtime_class": args.runtime_class,
-                       "results_claim": args.results_claim, "shm_size": args.shm_size, "worker_cpu": args.worker_cpu,
-                       "worker_memory": args.worker_memory, "rdma_resource": args.rdma_resource},
+        # Of the launchers' settings, only those given: the job refuses any its launcher does not read.
+        **_given({"slurm": {"partition": args.partition, "mpi": args.slurm_mpi},
+                  "kubernetes": {"image": args.image, "namespace": args.namespace, "version": args.kubernetes_version,
+                                 "network_attachment": args.network_attachment, "runtime_class": args.runtime_class,
+                                 "results_claim": args.results_claim, "shm_size": args.shm_size,
+                                 "worker_cpu": args.worker_cpu, "worker_memory": args.worker_memory,
+                                 "rdma_resource": args.rdma_resource}}),
     }
+
+
+def _given(settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each key's options that were given (not None), and only the keys given any."""
+    given = {key: {k: v for k, v in options.items() if v is not None} for key, options in settings.items()}
+    return {key: options for key, options in given.items() if options}
 
 
 def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
@@ -630,22 +638,23 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--benchrunner", help="benchrunner on the nodes (default: the one beside this Python; an "
                        "MPIJob's pods run the image's)")
     group.add_argument("--partition", help="Slurm partition")
-    group.add_argument("--slurm-mpi", default=job_defaults.DEFAULTS["slurm"]["mpi"], help="srun --mpi plugin (pmix, pmi2)")
+    # Left out, the settings take the job's defaults (job_defaults), which the help shows.
+    group.add_argument("--slurm-mpi", help=f"srun --mpi plugin (pmix, pmi2; default: {job_defaults.DEFAULTS['slurm']['mpi']})")
     k8s = job_defaults.DEFAULTS["kubernetes"]
-    group.add_argument("--image", default=k8s["image"], help="MPIJob container image")
-    group.add_argument("--namespace", default=k8s["namespace"], help="MPIJob namespace")
+    group.add_argument("--image", help=f"MPIJob container image (default: {k8s['image']})")
+    group.add_argument("--namespace", help=f"MPIJob namespace (default: {k8s['namespace']})")
     group.add_argument("--network-attachment", help="Multus network for MPIJob workers")
     group.add_argument("--results-claim", help="ReadWriteMany PVC the MPIJob's ranks write results to "
                        "(default: none; results travel in the launcher's log)")
-    group.add_argument("--shm-size", default=k8s["shm_size"], help="size of the MPIJob pods' memory-backed /dev/shm")
-    group.add_argument("--worker-cpu", default=k8s["worker_cpu"], help="CPU each MPIJob worker requests")
-    group.add_argument("--worker-memory", default=k8s["worker_memory"], help="memory each MPIJob worker requests")
+    group.add_argument("--shm-size", help=f"size of the MPIJob pods' memory-backed /dev/shm (default: {k8s['shm_size']})")
+    group.add_argument("--worker-cpu", help=f"CPU each MPIJob worker requests (default: {k8s['worker_cpu']})")
+    group.add_argument("--worker-memory", help=f"memory each MPIJob worker requests (default: {k8s['worker_memory']})")
     group.add_argument("--rdma-resource", help="the RDMA device plugin's resource (e.g. rdma/rdma_shared_device_a), "
                        "needed for --network rdma")
     group.add_argument("--runtime-class", help="RuntimeClass of the MPIJob's workers (nvidia where it is not "
                        "containerd's default runtime)")
-    group.add_argument("--kubernetes-version", default=k8s["version"],
-                       help="the API the MPIJob's pod templates are validated against")
+    group.add_argument("--kubernetes-version",
+                       help=f"the API the MPIJob's pod templates are validated against (default: {k8s['version']})")
     group.add_argument("--timeout", type=_positive_seconds, default=job_defaults.DEFAULTS["timeout_s"],
                        help="seconds the job may run: how long an MPIJob is waited for, and when any other job is "
                        "ended (a Slurm job's time limit: this in minutes, rounded up, plus one)")

@@ -61,14 +61,32 @@ def stall_timeout(document: dict[str, Any]) -> Any:
 
 
 def _with_defaults(request: dict[str, Any]) -> dict[str, Any]:
-    document = {**{k: v for k, v in DEFAULTS.items() if k != "stall_timeout_s"}, **request}
+    """The request with every key it leaves out its default; of the launchers' settings, only its own launcher's."""
+    launcher = launchers.registry().get(request["launcher"])
+    others = set(launchers.settings_keys()) - {launcher.settings_key if launcher else None}
+    defaults = {k: v for k, v in DEFAULTS.items() if k not in others}
+    document = {**{k: v for k, v in defaults.items() if k != "stall_timeout_s"}, **request}
     document["stall_timeout_s"] = stall_timeout(document)
-    for key, value in DEFAULTS.items():
+    for key, value in defaults.items():
         if isinstance(value, dict) and value:
             document[key] = {**value, **request.get(key, {})}
-    # A play that provisions no Kubernetes has no release to name: the one benchrunner validates against by default.
-    document["kubernetes"]["version"] = document["kubernetes"]["version"] or DEFAULTS["kubernetes"]["version"]
+    if "kubernetes" in defaults:
+        # A play that provisions no Kubernetes has no release to name: the one benchrunner validates against by default.
+        document["kubernetes"]["version"] = document["kubernetes"]["version"] or DEFAULTS["kubernetes"]["version"]
     return document
+
+
+def foreign_settings_problems(request: dict[str, Any]) -> list[str]:
+    """Each launcher settings key of the request that its launcher does not read: refused, since nothing would read
+    it (a Slurm partition given to a job no Slurm starts)."""
+    launcher = launchers.registry().get(request["launcher"])
+    if launcher is None:
+        # Named by the job's validation.
+        return []
+    own = f"reads {launcher.settings_key}" if launcher.settings_key else "takes no settings"
+    return [f"{key} holds the settings of {', '.join(readers)}, not of launcher {launcher.name} (which {own}): leave "
+            f"{key} out, or choose one of {', '.join(readers)}"
+            for key, readers in launchers.settings_keys().items() if key in request and key != launcher.settings_key]
 
 
 def resolve(request: Any, source: str = "job document", complete: bool = True) -> dict[str, Any]:
@@ -101,7 +119,7 @@ def resolve(request: Any, source: str = "job document", complete: bool = True) -
     ranks = document["ranks"] or len(document["hosts"]) * slots
     if ranks < 1 and complete:
         raise ValueError(f"{source}: ranks is 0 (every host) but no hosts are given")
-    problems = []
+    problems = foreign_settings_problems(request)
     if dataset:
         parts = dataset["tfrecord_shards"] if asked.data == "tfrecord" else dataset["images"]
         if ranks > parts:

@@ -99,7 +99,9 @@ class Launcher:
                     results leave through the job's log, not the nodes' folders
     submits         whether the control host submits its job (submit()) rather than a node starting it (start())
     manifest_kind   (apiVersion, kind) of the object it submits (manifest(), checked offline by check_manifest())
-    settings_key    the job document's key that holds its Settings (None where it takes none)
+    settings_key    the job document's key that holds its Settings (None where it takes none); a job of another
+                    launcher that holds this key is refused (settings_keys)
+    containers      the container runtimes it can start ranks in
     """
 
     name: ClassVar[str]
@@ -116,6 +118,7 @@ class Launcher:
     submits: ClassVar[bool] = False
     manifest_kind: ClassVar[tuple[str, str] | None] = None
     settings_key: ClassVar[str | None] = None
+    containers: ClassVar[tuple[str, ...]] = ()
 
     @dataclass(frozen=True)
     class Settings:
@@ -190,6 +193,15 @@ def names() -> tuple[str, ...]:
 
 def get(name: str) -> Launcher:
     return plugins.pick(registry(), name, "launcher")
+
+
+def settings_keys() -> dict[str, tuple[str, ...]]:
+    """Every job document key that holds a launcher's settings, with the launchers that read it."""
+    keys: dict[str, tuple[str, ...]] = {}
+    for name, launcher in sorted(registry().items()):
+        if launcher.settings_key:
+            keys[launcher.settings_key] = (*keys.get(launcher.settings_key, ()), name)
+    return keys
 
 
 def default_for(stack: str) -> str:

@@ -1,4 +1,5 @@
-"""The launcher and framework registries are the one list: the schemas' enums and the role's choices follow them."""
+"""The launcher, framework and container runtime registries are the one list: the schemas' enums and the role's
+choices follow them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from benchrunner import cli, frameworks, launchers, results
+from benchrunner import cli, containers, frameworks, launchers, results
 from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -60,8 +61,9 @@ def test_the_schemas_enums_and_the_roles_choices_are_what_make_docs_writes_from_
     assert "default" not in role_options()["benchrunner_framework"]
 
 
-def test_make_docs_writes_a_new_launcher_and_framework_into_every_list(monkeypatch):
+def test_make_docs_writes_a_new_launcher_framework_and_runtime_into_every_list(monkeypatch):
     monkeypatch.setitem(launchers.registry(), "zlauncher", launchers.get("mpirun"))
+    monkeypatch.setitem(containers.registry(), "zruntime", containers.get("apptainer"))
     monkeypatch.setattr(frameworks, "names", lambda: ("pytorch-ddp", "zframework"))
     generator = _generator()
     texts = generator.rendered()
@@ -69,7 +71,8 @@ def test_make_docs_writes_a_new_launcher_and_framework_into_every_list(monkeypat
         listed = json.loads(texts[generator._schema_file(kind)])
         for key in path:
             listed = listed[key]
-        assert listed["enum"] == list(names()) and listed["enum"][-1] in ("zlauncher", "zframework"), (kind, path)
+        assert listed["enum"] == list(names()) and listed["enum"][-1] in ("zlauncher", "zframework", "zruntime"), (
+            kind, path)
     options = yaml.safe_load(texts[ROLE_SPECS])["argument_specs"]["main"]["options"]
     assert options["benchrunner_launcher"]["choices"] == [*launchers.names()] and "zlauncher" in launchers.names()
     assert options["benchrunner_framework"]["choices"] == ["pytorch-ddp", "zframework"]
@@ -175,6 +178,7 @@ def test_the_jobs_defaults_live_in_benchrunner_only():
             defaults = dataclasses.asdict(launcher.Settings())
             assert {k: defaults[k] for k in DEFAULTS[launcher.settings_key]} == DEFAULTS[launcher.settings_key], name
     launch = cli.build_parser().parse_args(["launch", "--run-id", "r", "--ranks", "1"])
-    assert (launch.slurm_mpi, launch.timeout, launch.results_dir, launch.image, launch.shm_size) == (
+    image = cli._request(launch)["kubernetes"]["image"]
+    assert (launch.slurm_mpi, launch.timeout, launch.results_dir, image, launch.shm_size) == (
         DEFAULTS["slurm"]["mpi"], DEFAULTS["timeout_s"], DEFAULTS["nodes"]["results_dir"],
         DEFAULTS["kubernetes"]["image"], DEFAULTS["kubernetes"]["shm_size"])

@@ -95,6 +95,7 @@ def test_every_launcher_declares_its_contract():
         assert isinstance(launcher, launchers.Launcher) and launcher.name == name
         assert set(launcher.stacks) <= set(launchers.STACKS), name
         assert set(launcher.frameworks) <= set(frameworks.names()) and launcher.frameworks, name
+        assert set(launcher.containers) <= set(containers.names()), name
         assert all(isinstance(getattr(launcher, flag), bool) for flag in ("uses_hosts", "beats", "runs_in_pods",
                                                                            "submits")), name
         # Declared once or per stack (for each of its stacks, no other).

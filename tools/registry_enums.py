@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the launcher and framework registries into what names them (`make docs`, before the role READMEs): the
-enums of the current schemas, the benchrunner role's argument-spec choices, and the launchers' facts the role asks
-instead of their names, so none is kept by hand.
+"""Writes the launcher, framework and container runtime registries into what names them (`make docs`, before the
+role READMEs): the enums of the current schemas, the benchrunner role's argument-spec choices, and the launchers' facts
+the role asks instead of their names, so none is kept by hand.
 
 Each is one list in a hand-formatted file: only that list's text is replaced, and the file is read back to show the
 replacement landed where it was meant to.
@@ -21,7 +21,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 # The registries of this checkout, whichever benchrunner the environment has installed.
 sys.path.insert(0, str(PROJECT / "benchrunner" / "src"))
 
-from benchrunner import frameworks, launchers, results  # noqa: E402
+from benchrunner import containers, frameworks, launchers, results  # noqa: E402
 
 SCHEMAS = PROJECT / "benchrunner" / "src" / "benchrunner" / "schemas"
 ROLE_SPECS = PROJECT / "roles" / "benchrunner" / "meta" / "argument_specs.yml"
@@ -41,6 +41,8 @@ SCHEMA_ENUMS: tuple[tuple[str, tuple[str, ...], Callable[[], tuple[str, ...]]], 
     (results.CAMPAIGN, ("$defs", "framework"), frameworks.names),
     (results.RANK_RESULT, ("$defs", "framework"), frameworks.names),
     (results.ALLREDUCE_RESULT, ("properties", "framework"), frameworks.names),
+    (results.JOB, ("$defs", "runtime"), containers.names),
+    (results.RANK_RESULT, ("$defs", "runtime"), containers.choices),
 )
 # The benchrunner role's options whose choices list a registry.
 ROLE_CHOICES: tuple[tuple[str, Callable[[], tuple[str, ...]]], ...] = (

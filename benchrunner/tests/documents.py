@@ -132,11 +132,12 @@ def as_v2(document: dict[str, Any]) -> dict[str, Any]:
 
 def as_v2_summary(document: dict[str, Any]) -> dict[str, Any]:
     """A v3 summary of an image model's run as benchrunner wrote it at v2: images/s, no per-device figures, no
-    utilization or memory."""
+    utilization, memory or container."""
     old = document["throughput"]
     per_rank = [{**{key: value for key, value in r.items() if key != "samples_per_sec"}, "images_per_sec": r["samples_per_sec"]}
                 for r in old["per_rank"]]
-    rest = {key: value for key, value in document.items() if key not in ("utilization", "utilization_missing", "memory")}
+    rest = {key: value for key, value in document.items() if key not in ("utilization", "utilization_missing", "memory",
+                                                                         "container")}
     return {**rest, "schema_version": 2, "workload": _v2_workload(document["workload"]),
             "throughput": {"unit": "images/s", "total": old["total_per_sec"], "total_batch_means": old["total_batch_means"],
                            "per_rank": per_rank}}

@@ -1,4 +1,5 @@
-"""The launcher and framework registries are the one list: the schemas' enums and the role's choices follow them."""
+"""The launcher, framework and container runtime registries are the one list: the schemas' enums and the role's
+choices follow them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from benchrunner import cli, frameworks, launchers, results
+from benchrunner import cli, containers, frameworks, launchers, results
 from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -63,8 +64,9 @@ def test_the_schemas_enums_and_the_roles_choices_are_what_make_docs_writes_from_
     assert "default" not in role_options()["benchrunner_framework"]
 
 
-def test_make_docs_writes_a_new_launcher_and_framework_into_every_list(monkeypatch):
+def test_make_docs_writes_a_new_launcher_framework_and_runtime_into_every_list(monkeypatch):
     monkeypatch.setitem(launchers.registry(), "zlauncher", launchers.get("mpirun"))
+    monkeypatch.setitem(containers.registry(), "zruntime", containers.get("apptainer"))
     monkeypatch.setattr(frameworks, "names", lambda: ("pytorch-ddp", "zframework"))
     generator = _generator()
     texts = generator.rendered()
@@ -72,7 +74,8 @@ def test_make_docs_writes_a_new_launcher_and_framework_into_every_list(monkeypat
         listed = json.loads(texts[generator._schema_file(kind)])
         for key in path:
             listed = listed[key]
-        assert listed["enum"] == list(names()) and listed["enum"][-1] in ("zlauncher", "zframework"), (kind, path)
+        assert listed["enum"] == list(names()) and listed["enum"][-1] in ("zlauncher", "zframework", "zruntime"), (
+            kind, path)
     options = yaml.safe_load(texts[ROLE_SPECS])["argument_specs"]["main"]["options"]
     assert options["benchrunner_launcher"]["choices"] == [*launchers.names()] and "zlauncher" in launchers.names()
     assert options["benchrunner_framework"]["choices"] == ["pytorch-ddp", "zframework"]
@@ -159,6 +162,7 @@ def test_every_launcher_declares_its_contract():
         assert isinstance(launcher, launchers.Launcher) and launcher.name == name
         assert set(launcher.stacks) <= set(launchers.STACKS), name
         assert set(launcher.frameworks) <= set(frameworks.names()) and launcher.frameworks, name
+        assert set(launcher.containers) <= set(containers.names()), name
         assert all(isinstance(getattr(launcher, flag), bool) for flag in ("uses_hosts", "beats", "runs_in_pods",
                                                                            "submits")), name
         # Declared once or per stack (for each of its stacks, no other).

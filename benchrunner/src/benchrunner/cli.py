@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import math
 import os
 import shlex
@@ -19,6 +20,7 @@ from benchrunner import (
     __version__,
     campaign,
     catalogue,
+    containers,
     dataset,
     frameworks,
     gather,
@@ -66,7 +68,8 @@ def _context(args: argparse.Namespace) -> Any:
 
     return train.RunContext(run_id=args.run_id, output_dir=Path(args.output_dir), stack=args.stack,
                             launcher=args.launcher, network=args.network,
-                            launched_at=train.launched_at_from_env(), git_commit=args.git_commit)
+                            launched_at=train.launched_at_from_env(), git_commit=args.git_commit,
+                            container=containers.record(_rank_container(args)))
 
 
 def _beating(args: argparse.Namespace) -> Any:
@@ -83,10 +86,41 @@ def _check_launcher(args: argparse.Namespace, framework: str) -> None:
         raise ValueError(problem)
 
 
+def _rank_container(args: argparse.Namespace) -> containers.Container | None:
+    """The container this rank was told it runs in (--container and what goes with it); None: the nodes'
+    virtualenv."""
+    if args.container == containers.NONE:
+        given = [option for option, value in (("--image", args.image), ("--image-digest", args.image_digest),
+                                              ("--container-mount", args.container_mount)) if value]
+        if given:
+            raise ValueError(f"{', '.join(given)} describe a container: give its runtime with --container")
+        return None
+    if not args.image or not args.image_digest:
+        raise ValueError(f"a rank in a {args.container} container records its image: give --image and --image-digest")
+    container = containers.Container(args.container, args.image, args.image_digest, tuple(args.container_mount))
+    paths = [("--image", container.image), *(("--container-mount", mount) for mount in container.mounts)]
+    problems = [p for p in (containers.digest_problem(container.digest),
+                            *(launchers.path_problem(what, path) or containers.separator_problem(what, path)
+                              for what, path in paths)) if p]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return container
+
+
+def _check_container(args: argparse.Namespace) -> None:
+    """Once, at the rank's entry: a rank outside the container it records (or inside one it does not) would file its
+    run under what it did not use."""
+    problem = containers.container_problem(_rank_container(args), os.environ,
+                                           Path(containers.MOUNTINFO).read_text())
+    if problem:
+        raise ValueError(problem)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     workload = Workload.from_args(args)
     workload.validate()
     _check_launcher(args, workload.framework)
+    _check_container(args)
     with _beating(args):
         document = frameworks.get(workload.framework).train(workload, workload.settings, _context(args))
     print(f"rank {document['rank']}/{document['size']} on {document['host']}: "
@@ -96,6 +130,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
     _check_launcher(args, args.framework)
+    _check_container(args)
     with _beating(args):
         document = frameworks.get(args.framework).allreduce(_context(args), args.min_bytes, args.max_bytes)
     largest = document["points"][-1]
@@ -187,6 +222,7 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         "allreduce": {"min_bytes": args.min_bytes, "max_bytes": args.max_bytes},
         # Environment values are strings, passed exactly as given: "true", "007", "1e3" and "null" stay what they are.
         "env": _pairs(args.env, "--env"), "launcher_args": list(args.launcher_arg), "git_commit": args.git_commit,
+        "container": _container_request(args),
         "timeout_s": args.timeout,
         # Unset: benchrunner's default, which depends on timeout_s (job_document.stall_timeout).
         **({} if args.stall_timeout is None else {"stall_timeout_s": args.stall_timeout}),
@@ -194,7 +230,9 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         "nodes": {"results_dir": args.results_dir, "benchrunner": args.benchrunner or _default_benchrunner()},
         # Of the launchers' settings, only those given: the job refuses any its launcher does not read.
         **_given({"slurm": {"partition": args.partition, "mpi": args.slurm_mpi},
-                  "kubernetes": {"image": args.image, "namespace": args.namespace, "version": args.kubernetes_version,
+                  # --image is the container's image where the ranks run in one, else the MPIJob pods'.
+                  "kubernetes": {"image": args.image if args.container == containers.NONE else None,
+                                 "namespace": args.namespace, "version": args.kubernetes_version,
                                  "network_attachment": args.network_attachment, "runtime_class": args.runtime_class,
                                  "results_claim": args.results_claim, "shm_size": args.shm_size,
                                  "worker_cpu": args.worker_cpu, "worker_memory": args.worker_memory,
@@ -208,19 +246,34 @@ def _given(settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {key: options for key, options in given.items() if options}
 
 
+def _container_request(args: argparse.Namespace) -> Any:
+    """The job's container from --container, --image and --image-digest, as the job document says it."""
+    if args.container == containers.NONE:
+        if args.image_digest:
+            raise ValueError("--image-digest is a container image's: give its runtime with --container")
+        return containers.NONE
+    if not args.image:
+        raise ValueError(f"--container {args.container} needs its image: --image PATH, the image file on the nodes")
+    return {"runtime": args.container, "image": args.image,
+            **({"digest": args.image_digest} if args.image_digest else {})}
+
+
 def _launch(args: argparse.Namespace, plan: job_document.Plan) -> int:
-    launcher = plan.launcher
+    launcher, job = plan.launcher, plan.job
     # What this host and the cluster must hold for a job started from here, asked before anything is written or
     # started (a job submitted from the control host reads its dataset where its ranks run).
     problems = [] if args.dry_run else [p for p in (
-        dataset.dataset_problem(plan.job.workload, plan.job.ranks)
-        if plan.job.program == "train" and not launcher.submits else None,
-        *launcher.host_problems(plan.job, plan.settings)) if p]
+        dataset.dataset_problem(job.workload, job.ranks) if job.program == "train" and not launcher.submits else None,
+        *launcher.host_problems(job, plan.settings)) if p]
     if problems:
         raise ValueError("; ".join(problems))
+    if job.container and not args.dry_run:
+        # The image the ranks will run, read here before anything starts: one that is missing, or is not the one the
+        # job names, fails the launch; the ranks record the digest read.
+        job = dataclasses.replace(job, container=containers.verified(job.container))
     options = launchers.Options(dry_run=args.dry_run, collect_dir=args.collect_dir, kubeconfig=args.kubeconfig,
                                 manifest_out=args.manifest_out, keep=args.keep)
-    return launchers.execute(plan.job, plan.settings, options, plan.limits, record=results.dumps(plan.document))
+    return launchers.execute(job, plan.settings, options, plan.limits, record=results.dumps(plan.document))
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -519,6 +572,12 @@ def _add_context(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--network", choices=launchers.NETWORKS, default="tcp",
                        help="how ranks talk, recorded with the results; sets NCCL's variables when launching")
     group.add_argument("--git-commit", help="the project's commit, recorded with the results")
+    group.add_argument("--container", choices=containers.choices(), default=containers.NONE,
+                       help="the container runtime this rank runs in (checked at its start), recorded with the results")
+    group.add_argument("--image", help="the container's image file on the nodes")
+    group.add_argument("--image-digest", help="the container image's sha256:<hex>")
+    group.add_argument("--container-mount", action="append", default=[], metavar="PATH",
+                       help="a host path bound into the container at the same path (repeatable)")
 
 
 def _add_sweep(parser: argparse.ArgumentParser) -> None:
@@ -641,7 +700,13 @@ def build_parser() -> argparse.ArgumentParser:
     # Left out, the settings take the job's defaults (job_defaults), which the help shows.
     group.add_argument("--slurm-mpi", help=f"srun --mpi plugin (pmix, pmi2; default: {job_defaults.DEFAULTS['slurm']['mpi']})")
     k8s = job_defaults.DEFAULTS["kubernetes"]
-    group.add_argument("--image", help=f"MPIJob container image (default: {k8s['image']})")
+    group.add_argument("--container", choices=containers.choices(), default=containers.NONE,
+                       help="what the ranks run in: the nodes' virtualenv (none), or a container of this runtime "
+                       "(the launcher must start ranks in it)")
+    group.add_argument("--image", help="the container's image file on the nodes (absolute path); without --container, "
+                       f"the MPIJob's container image (default: {k8s['image']})")
+    group.add_argument("--image-digest", help="the container image's sha256:<hex>, checked against the file at launch "
+                       "(default: computed from it)")
     group.add_argument("--namespace", help=f"MPIJob namespace (default: {k8s['namespace']})")
     group.add_argument("--network-attachment", help="Multus network for MPIJob workers")
     group.add_argument("--results-claim", help="ReadWriteMany PVC the MPIJob's ranks write results to "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchrunner import launchers, results, sweep, watchdog
+from benchrunner import containers, launchers, results, sweep, watchdog
 from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
 from benchrunner.workload import Workload
 
@@ -159,21 +159,31 @@ def _settings_problems(document: dict[str, Any], complete: bool) -> list[str]:
     return problems
 
 
+def _container(document: dict[str, Any], run_root: str, workload: Workload) -> containers.Container | None:
+    """The job's container (None: the nodes' virtualenv), showing its ranks the results folder and the dataset they
+    read."""
+    asked = document.get("container", containers.NONE)
+    if asked == containers.NONE:
+        return None
+    return containers.Container(runtime=asked["runtime"], image=asked["image"], digest=asked.get("digest", ""),
+                                mounts=containers.mounts(run_root, launchers.data_dir(document["program"], workload)))
+
+
 def _plan(document: dict[str, Any]) -> Plan:
     # Ranks that run in pods find benchrunner on the image's PATH; others, on the nodes.
     launcher = launchers.registry().get(document["launcher"])
     pods = launcher is not None and launcher.runs_in_pods
     run_root = POD_RESULTS_DIR if pods else document["nodes"]["results_dir"].rstrip("/")
+    workload = Workload.from_mapping({**document["workload"], "framework": document["framework"]})
     job = launchers.Job(
         run_id=document["run_id"], output_dir=f"{run_root}/{document['run_id']}/raw", ranks=document["ranks"],
-        hosts=tuple(document["hosts"]), gpus_per_node=document["gpus_per_node"],
-        workload=Workload.from_mapping({**document["workload"], "framework": document["framework"]}),
+        hosts=tuple(document["hosts"]), gpus_per_node=document["gpus_per_node"], workload=workload,
         program=document["program"], stack=document["stack"],
         launcher=document["launcher"], network=document["network"],
         benchrunner=POD_BENCHRUNNER if pods else document["nodes"]["benchrunner"],
         env=tuple(sorted(document["env"].items())), extra_args=tuple(document["launcher_args"]),
         git_commit=document["git_commit"], allreduce_min_bytes=document["allreduce"]["min_bytes"],
-        allreduce_max_bytes=document["allreduce"]["max_bytes"])
+        allreduce_max_bytes=document["allreduce"]["max_bytes"], container=_container(document, run_root, workload))
     return Plan(job=job, settings=launcher.settings(document) if launcher else None, timeout_s=document["timeout_s"],
                 document=document, stall_timeout_s=stall_timeout(document))
 

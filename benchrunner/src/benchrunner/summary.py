@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 from collections import defaultdict
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchrunner import frameworks, provenance, report, results, stats, watchdog
+from benchrunner import containers, frameworks, provenance, report, results, stats, watchdog
 from benchrunner import workload as workload_module
 
 RAW_DIR = "raw"
@@ -110,7 +111,20 @@ def sanity_checks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         _machines_check(ranks),
         {"name": "same workload on every rank", "passed": len(workloads) == 1,
          "detail": f"{len(workloads)} distinct workload settings"},
+        _containers_check(ranks),
     ]
+
+
+def _containers_check(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every rank ran in the same container (runtime, image, digest and mounts), or every one in none: ranks that ran
+    in different ones (or some in none) measured no one thing."""
+    by_container: dict[str, list[int]] = defaultdict(list)
+    for r in sorted(ranks, key=lambda r: r["rank"]):
+        by_container[json.dumps(containers.recorded(r["provenance"]), sort_keys=True)].append(r["rank"])
+    if len(by_container) == 1:
+        return {"name": "one container on every rank", "passed": True, "detail": next(iter(by_container))}
+    return {"name": "one container on every rank", "passed": False,
+            "detail": "; ".join(f"rank {', '.join(map(str, members))}: {said}" for said, members in by_container.items())}
 
 
 # TensorFlow's profiler calls steps HIGHLY input-bound when >= 20% of their time waits for input and MODERATELY
@@ -375,6 +389,7 @@ def summarize(run_dir: Path) -> dict[str, Any]:
         "versions": _versions(rank0),
         "stack": rank0["provenance"]["stack"],
         "launcher": rank0["provenance"]["launcher"],
+        "container": containers.recorded(rank0["provenance"]),
         "network": rank0["provenance"]["network"],
         "provenance": rank0["provenance"],
         "sanity": {"passed": all(c["passed"] for c in checks), "checks": checks},

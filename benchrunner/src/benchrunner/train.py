@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchrunner import stats, watchdog
+from benchrunner import containers, stats, watchdog
 from benchrunner.workload import Workload
 
 PROCESS_STARTED_AT = time.time()
@@ -49,6 +49,8 @@ class RunContext:
     network: str = "tcp"
     launched_at: float | None = None
     git_commit: str | None = None
+    # The container it ran in, as its provenance records it (checked at the rank's entry: cli._check_container).
+    container: dict[str, Any] = field(default_factory=lambda: containers.record(None))
 
 
 class Ops:

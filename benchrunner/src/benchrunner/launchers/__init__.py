@@ -21,7 +21,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
-from benchrunner import frameworks, plugins, results, watchdog
+from benchrunner import containers, frameworks, plugins, results, watchdog
+from benchrunner.containers import Container
 from benchrunner.rank_env import GPU_ENV, LAUNCHED_AT_ENV, SINGLE
 from benchrunner.sweep import MAX_BYTES, MIN_BYTES
 from benchrunner.workload import Workload
@@ -45,6 +46,11 @@ HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What `git describe --always --dirty` prints: a commit id, or tag-N-gid, with -dirty.
 GIT_DESCRIBE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+
+
+def data_dir(program: str, workload: Workload) -> str | None:
+    """The dataset folder a job's ranks read (None: they make their own data)."""
+    return workload.data_dir if program == "train" and workload.data != "synthetic" else None
 
 
 def path_problem(what: str, value: str) -> str | None:
@@ -82,6 +88,7 @@ class Launcher:
     name            what jobs and campaigns call it
     stacks          the stacks it runs on; default_for, those whose default launcher it is
     frameworks      the frameworks whose ranks it can start
+    containers      the container runtimes (benchrunner.containers) it can start its ranks in, through the runtime
     rank_variables  whose variables tell each rank its place (rank_env: torchrun, openmpi, slurm), which every rank
                     checks it found before it joins (launcher_problem); None where nothing is checked
     needs           what it must be given: "hosts" (to place ranks on), "slurm" (a controller), "kubeconfig"
@@ -101,13 +108,13 @@ class Launcher:
     manifest_kind   (apiVersion, kind) of the object it submits (manifest(), checked offline by check_manifest())
     settings_key    the job document's key that holds its Settings (None where it takes none); a job of another
                     launcher that holds this key is refused (settings_keys)
-    containers      the container runtimes it can start ranks in
     """
 
     name: ClassVar[str]
     stacks: ClassVar[tuple[str, ...]]
     default_for: ClassVar[tuple[str, ...]] = ()
     frameworks: ClassVar[tuple[str, ...]]
+    containers: ClassVar[tuple[str, ...]] = ()
     rank_variables: ClassVar[str | None]
     needs: ClassVar[frozenset[str] | dict[str, frozenset[str]]]
     uses_hosts: ClassVar[bool] = True
@@ -118,7 +125,6 @@ class Launcher:
     submits: ClassVar[bool] = False
     manifest_kind: ClassVar[tuple[str, str] | None] = None
     settings_key: ClassVar[str | None] = None
-    containers: ClassVar[tuple[str, ...]] = ()
 
     @dataclass(frozen=True)
     class Settings:
@@ -235,10 +241,17 @@ class Job:
     git_commit: str | None = None
     allreduce_min_bytes: int = MIN_BYTES
     allreduce_max_bytes: int = MAX_BYTES
+    # The container every rank runs in; None: the nodes' virtualenv.
+    container: Container | None = None
 
     @property
     def framework(self) -> str:
         return self.workload.framework
+
+    @property
+    def rank_benchrunner(self) -> str:
+        """The benchrunner the ranks run: the image's inside a container, else the nodes'."""
+        return containers.IMAGE_BENCHRUNNER if self.container else self.benchrunner
 
     @property
     def slots_per_node(self) -> int:
@@ -277,6 +290,14 @@ class Job:
                      for name, value in self.env if not isinstance(value, str) or "\0" in value]
         if self.git_commit and not GIT_DESCRIBE.fullmatch(self.git_commit):
             problems.append(f"git commit {self.git_commit!r} is not what git describe prints")
+        if self.container:
+            problems += containers.problems(self.container, self.launcher, spec.containers if spec else ())
+            problems += [p for p in (path_problem("container image", self.container.image),
+                                     *(path_problem("container mount", m) for m in self.container.mounts)) if p]
+            problems += [f"the ranks' {what} {path} is in none of the container's mounts ({', '.join(self.container.mounts)})"
+                         for what, path in self._rank_paths() if not any(
+                             Path(mount) == Path(path) or Path(mount) in Path(path).parents
+                             for mount in self.container.mounts)]
         # A launcher that needs hosts must have enough; one that may leave placement to its scheduler (srun) must
         # have enough of those it is given; an MPIJob's pods are placed by Kubernetes.
         if placed and spec is not None and self.stack in spec.stacks \
@@ -290,19 +311,40 @@ class Job:
             raise ValueError("; ".join(problems))
         self.workload.validate()
 
+    def _rank_paths(self) -> list[tuple[str, str]]:
+        """The host folders the ranks write and read, which a container must show them."""
+        data = data_dir(self.program, self.workload)
+        return [("output dir", self.output_dir), *((("data dir", data),) if data else ())]
+
     def environment(self) -> dict[str, str]:
-        """What every rank gets: the network mode's NCCL settings, then the user's (which win), then what the
-        framework needs to find its peers where the launcher does not tell it, and whether the job asked for GPUs
-        (not the user's to change)."""
+        """What every rank gets: the network mode's NCCL settings and what its container's runtime needs to give it
+        what the job asks, then the user's (which win), then what the framework needs to find its peers where the
+        launcher does not tell it, and whether the job asked for GPUs (not the user's to change)."""
         peers = frameworks.get(self.framework).rank_environment(get(self.launcher).first_host(self))
-        return {**NCCL_ENV[self.network], **dict(self.env), **peers, GPU_ENV: "1" if self.gpus_per_node else "0"}
+        runtime = containers.get(self.container.runtime).environment(self.gpus_per_node > 0) if self.container else {}
+        return {**NCCL_ENV[self.network], **runtime, **dict(self.env), **peers,
+                GPU_ENV: "1" if self.gpus_per_node else "0"}
+
+    def in_container(self, argv: list[str], under_srun: bool = False) -> list[str]:
+        """argv as the launcher starts it: inside the job's container, through its runtime (under_srun: srun starts
+        it, and the runtime may instead give srun options of its own); as it is without one."""
+        if not self.container:
+            return argv
+        runtime, gpus = containers.get(self.container.runtime), self.gpus_per_node > 0
+        if under_srun:
+            return runtime.srun_task(self.container, argv, gpus)
+        return runtime.command(self.container, argv, gpus)
 
     def rank_argv(self) -> list[str]:
-        """The program every rank runs."""
-        argv = [self.benchrunner, self.program, "--run-id", self.run_id, "--output-dir", self.output_dir,
+        """The program every rank runs; a rank in a container is told which (and checks it runs in it)."""
+        argv = [self.rank_benchrunner, self.program, "--run-id", self.run_id, "--output-dir", self.output_dir,
                 "--stack", self.stack, "--launcher", self.launcher, "--network", self.network]
         if self.git_commit:
             argv += ["--git-commit", self.git_commit]
+        if self.container:
+            argv += ["--container", self.container.runtime, "--image", self.container.image,
+                     *(["--image-digest", self.container.digest] if self.container.digest else []),
+                     *(f"--container-mount={mount}" for mount in self.container.mounts)]
         if self.program == "allreduce":
             framework = [] if self.framework == frameworks.DEFAULT else ["--framework", self.framework]
             return [*argv, *framework, "--min-bytes", str(self.allreduce_min_bytes),

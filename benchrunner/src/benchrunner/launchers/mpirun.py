@@ -1,4 +1,8 @@
-"""Open MPI's mpirun from the launching node: ranks fill each host's slots in turn, started over SSH."""
+"""Open MPI's mpirun from the launching node: ranks fill each host's slots in turn, started over SSH.
+
+In a container, the hybrid model: the host's mpirun and its orted on each node start the runtime's command, which
+starts the rank inside; the Open MPI inside the image meets the host's through the environment orted gives it, so
+the image's Open MPI (Debian bookworm's 4.1.4) must be the nodes' release."""
 
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ class Mpirun(Launcher):
     stacks = ("baremetal", "slurm")
     default_for = ("baremetal",)
     frameworks = frameworks.names()
+    # Runtimes whose command a node's orted can start; Enroot's start only under srun.
+    containers = ("charliecloud", "apptainer")
     rank_variables = "openmpi"
     needs = frozenset({"hosts"})
     leaves = (HOSTFILE,)
@@ -40,7 +46,7 @@ def argv(job: Job, hostfile_path: str | None) -> list[str]:
     argv += ["--map-by", "slot", "--bind-to", "none", "-x", LAUNCHED_AT_ENV, "-x", "PATH"]
     for name, value in sorted(job.environment().items()):
         argv += ["-x", f"{name}={value}"]
-    return argv + list(job.extra_args) + job.rank_argv()
+    return argv + list(job.extra_args) + job.in_container(job.rank_argv())
 
 
 def exec_argv(argv: list[str], job: Job, options: Options) -> int:

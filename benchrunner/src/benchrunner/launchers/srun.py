@@ -1,4 +1,8 @@
-"""Slurm: a batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH)."""
+"""Slurm: a batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH).
+
+In a container, the hybrid model: srun's task is the runtime's command that starts the rank inside (Charliecloud,
+Apptainer), or Pyxis starts the task in the container from srun's own options (Enroot); the MPI inside the image
+speaks the host's PMIx through the environment Slurm gives each task."""
 
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ class Srun(SlurmBatch):
     stacks = ("slurm",)
     default_for = ("slurm",)
     frameworks = frameworks.names()
+    containers = ("charliecloud", "enroot", "apptainer")
     rank_variables = "slurm"
     needs = frozenset({"slurm"})
     # Slurm places ranks where no hosts are given; hosts given are the ones used (--nodelist).
@@ -99,7 +104,8 @@ def script(job: Job, limits: watchdog.Limits, partition: str | None = None, mpi:
     problem = mpi_problem(mpi)
     if problem:
         raise ValueError(problem)
-    srun = ["srun", f"--mpi={mpi}", "--kill-on-bad-exit=1", *job.extra_args, *job.rank_argv()]
+    srun = ["srun", f"--mpi={mpi}", "--kill-on-bad-exit=1", *job.extra_args,
+            *job.in_container(job.rank_argv(), under_srun=True)]
     return batch_script(job, limits, partition, tasks=job.ranks, tasks_per_node=min(job.slots_per_node, job.ranks),
                         step=shlex.join(srun))
 

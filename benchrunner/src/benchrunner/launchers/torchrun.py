@@ -5,7 +5,10 @@ On bare metal the launching node starts its own agent directly and the others' o
 (the cluster's MPI account, pinned host keys). Under Slurm (how most Slurm sites start PyTorch) a batch script's srun
 starts one task per node, each an agent, meeting at the allocation's first node; the script is srun's (launchers.srun),
 watched on the batch host, where srun passes on the agents' output and so the ranks' (torchrun's workers inherit its
-stdout unless --redirects or --tee is given)."""
+stdout unless --redirects or --tee is given).
+
+In a container, one per node: the agent is the image's torchrun, started through the runtime's command, and starts
+its node's ranks inside the same container."""
 
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ class Torchrun(srun.SlurmBatch):
     name = "torchrun"
     stacks = ("baremetal", "slurm")
     frameworks = (pytorch_ddp.NAME, pytorch_fsdp.NAME)
+    # Runtimes with a command to start the agent in, on bare metal as under srun.
+    containers = ("charliecloud", "apptainer")
     # Under Slurm the ranks also find srun's SLURM_* (of the agent's task): torchrun's come first (rank_env).
     rank_variables = "torchrun"
     needs: ClassVar[dict[str, frozenset[str]]] = {"baremetal": frozenset({"hosts"}), "slurm": frozenset({"slurm"})}
@@ -62,12 +67,14 @@ class Torchrun(srun.SlurmBatch):
         return run_agents(commands(job, settings.rdzv_port), job, options)
 
 
-def agent_argv(job: Job, slots: int, rdzv_host: str, rdzv_port: int = RDZV_PORT) -> list[str]:
-    """One node's torchrun agent; torchrun is the one beside benchrunner, in the same environment."""
-    torchrun = str(Path(job.benchrunner).parent / "torchrun") if "/" in job.benchrunner else "torchrun"
-    return [torchrun, f"--nnodes={job.nodes}", f"--nproc-per-node={slots}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={rdzv_host}:{rdzv_port}", f"--rdzv-id={job.run_id}", "--max-restarts=0",
-            "--no-python", *job.extra_args, *job.rank_argv()]
+def agent_argv(job: Job, slots: int, rdzv_host: str, rdzv_port: int = RDZV_PORT, under_srun: bool = False) -> list[str]:
+    """One node's torchrun agent, in the job's container where it has one; torchrun is the one beside the ranks'
+    benchrunner, in the same environment (under_srun: srun starts it)."""
+    ranks = job.rank_benchrunner
+    torchrun = str(Path(ranks).parent / "torchrun") if "/" in ranks else "torchrun"
+    return job.in_container([torchrun, f"--nnodes={job.nodes}", f"--nproc-per-node={slots}", "--rdzv-backend=c10d",
+                             f"--rdzv-endpoint={rdzv_host}:{rdzv_port}", f"--rdzv-id={job.run_id}", "--max-restarts=0",
+                             "--no-python", *job.extra_args, *job.rank_argv()], under_srun)
 
 
 def _is_here(host: str) -> bool:
@@ -106,7 +113,7 @@ def script(job: Job, limits: watchdog.Limits, partition: str | None = None, rdzv
     # (the others would wait for it at the rendezvous or the next collective).
     host = f"${{{RDZV_HOST_VARIABLE}}}"
     step = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-            *agent_argv(job, per_node, host, rdzv_port)]
+            *agent_argv(job, per_node, host, rdzv_port, under_srun=True)]
     at = next(i for i, arg in enumerate(step) if arg.startswith("--rdzv-endpoint="))
     line = f'{shlex.join(step[:at])} --rdzv-endpoint="{host}:{rdzv_port}" {shlex.join(step[at + 1:])}'
     return srun.batch_script(job, limits, partition, tasks=job.nodes, tasks_per_node=1, step=line,

@@ -62,5 +62,6 @@ def collect(torch: Any, placement: Placement, backend: str, context: RunContext,
         "stack": context.stack,
         "launcher": context.launcher,
         "network": context.network,
+        "container": context.container,
         "environment": environment(),
     }

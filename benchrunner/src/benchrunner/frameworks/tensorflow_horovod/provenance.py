@@ -64,6 +64,7 @@ def collect(tf: Any, hvd: Any, context: RunContext) -> dict[str, Any]:
         "stack": context.stack,
         "launcher": context.launcher,
         "network": context.network,
+        "container": context.container,
         "environment": recorded_environment(),
     }
 

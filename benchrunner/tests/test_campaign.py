@@ -113,7 +113,8 @@ def test_a_run_hands_the_play_its_job_and_the_campaign_s_own_variables(campaign_
     run = next(r for r in campaign.plan(document) if r.point["program"] == "train")
     variables = campaign.extravars(run, document)
     # One variable carries the run's job; no other benchrunner_* copy of it.
-    assert variables == {"cluster_stack": "k8s", "benchrunner_timeout_s": 60, "benchrunner_job": variables["benchrunner_job"]}
+    assert variables == {"cluster_stack": "k8s", "benchrunner_timeout_s": 60, "benchrunner_job": variables["benchrunner_job"],
+                         "benchrunner_container": "none"}
     job = variables["benchrunner_job"]
     assert job["run_id"] == run.run_id and job["launcher"] == "mpijob" and job["ranks"] == 1
     assert job["workload"] == run.point["workload"]
@@ -286,6 +287,66 @@ def test_a_framework_no_launcher_of_a_stack_starts_is_refused(campaign_file):
     with pytest.raises(results.ResultError, match="no launcher of stack baremetal \\(torchrun\\) starts "
                                                   "tensorflow-horovod ranks"):
         campaign.load(campaign_file({**LAB, "launchers": {"baremetal": "torchrun"}}))
+
+
+@pytest.fixture
+def containers(monkeypatch):
+    """srun and mpirun start ranks in Charliecloud, srun in Enroot too; no other launcher in any container."""
+    monkeypatch.setattr(launchers.Launcher, "containers", (), raising=False)
+    for name, runtimes in (("srun", ("charliecloud", "enroot")), ("mpirun", ("charliecloud",))):
+        monkeypatch.setattr(type(launchers.get(name)), "containers", runtimes, raising=False)
+
+
+def test_containers_are_an_axis_on_the_launchers_that_start_ranks_in_them(campaign_file, containers):
+    document = campaign.load(campaign_file({**LAB, "repeats": 1, "gpus": [2], "workloads": {"model": ["small_cnn"]},
+                                            "stacks": ["baremetal", "slurm", "k8s"],
+                                            "containers": ["none", "charliecloud", "enroot"]}))
+    training = [p for p in campaign.points(document) if p["program"] == "train"]
+    placed = sorted({(p["stack"], p["launcher"], campaign.container(p)) for p in training})
+    # The MPIJob starts no container of these; mpirun no Enroot.
+    assert placed == [("baremetal", "mpirun", "charliecloud"), ("baremetal", "mpirun", "none"),
+                      ("k8s", "mpijob", "none"), ("slurm", "srun", "charliecloud"), ("slurm", "srun", "enroot"),
+                      ("slurm", "srun", "none")]
+    assert len(training) == 6
+    runs = campaign.plan(document)
+    assert len({r.run_id for r in runs}) == len(runs)
+    # Each run hands the play its container, by runtime name; the run id says which.
+    handed = {}
+    for run in runs:
+        variables = campaign.extravars(run, document)
+        assert "container" not in variables["benchrunner_job"]  # the play makes it, with the image it prepared
+        runtime = variables["benchrunner_container"]
+        handed.setdefault((run.point["stack"], run.point["launcher"], runtime), []).append(run.run_id)
+        named = [name for name in ("charliecloud", "enroot") if f"-{name}-" in run.run_id]
+        assert named == ([] if runtime == "none" else [runtime])
+    # An allreduce sweep and a training point each.
+    assert sorted(handed) == placed
+    assert {key: len(ids) for key, ids in handed.items()} == dict.fromkeys(placed, 2)
+
+
+def test_a_campaign_keeps_its_run_ids_whether_or_not_it_crosses_containers(containers):
+    before = [r.run_id for r in campaign.plan(LAB)]
+    # As benchrunner named them before containers were an axis: a resumed campaign finds its runs.
+    assert before[0] == "lab.allreduce-g1-baremetal-4d4525eb.r1"
+    assert before[-1] == "lab.train-densenet121_chexnet-images-b32-g2-baremetal-c2d963fd.r3"
+    assert [r.run_id for r in campaign.plan({**LAB, "containers": ["none"]})] == before
+    # Crossed with a container, the virtualenv's runs are those it had: only the container's are new.
+    crossed = campaign.plan({**LAB, "containers": ["none", "charliecloud"]})
+    assert [r.run_id for r in crossed if "container" not in r.point] == before
+    assert len(crossed) == 2 * len(before)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"containers": ["docker"]}, "containers: 'docker' is not a container runtime benchrunner knows: none, charliecloud, "
+                                 "enroot, apptainer"),
+    ({"containers": ["none", "apptainer"]}, r"no launcher of the campaign \(mpirun\) starts tensorflow-horovod ranks in "
+                                            r"apptainer: add one that does \(those that do: none yet\)"),
+    ({"stacks": ["k8s"], "containers": ["enroot"]}, r"no launcher of the campaign \(mpijob\) starts tensorflow-horovod "
+                                                    r"ranks in enroot: add one that does \(those that do: srun\)"),
+])
+def test_a_container_no_launcher_can_start_is_refused_before_anything_runs(campaign_file, containers, change, message):
+    with pytest.raises(results.ResultError, match=message):
+        campaign.load(campaign_file({**LAB, **change}))
 
 
 @pytest.mark.parametrize("name", ["lab.yml", "gpu-cluster.yml"])

@@ -1,8 +1,11 @@
+import copy
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
-from benchrunner import cli, report, results, summary
+from benchrunner import cli, launchers, report, results, summary
 from documents import H100_SXM, allreduce_document, rank_document, text_rank_document
 
 # Step time per rank by (stack, GPUs): k8s is slower at 2 GPUs, and 2 GPUs scale at 80% on bare metal.
@@ -358,3 +361,95 @@ def test_no_ratio_or_statistic_mixes_units(results_dir):
     series.by_gpus[1][1]["throughput"]["unit"] = "tokens"
     with pytest.raises(results.ResultError, match=r"runs count throughput in different units \(images, tokens\)"):
         series.throughput(1)
+
+
+# Two real runs of one point in the lab's virtualenv (make demo, 2026-11-23: small_cnn, srun under Slurm, 2 ranks).
+LAB = Path(__file__).parent / "fixtures" / "lab-results"
+LAB_RUNS = ("20261123T123436Z-slurm", "20261123T123732Z-slurm")
+IMAGE = {"runtime": "charliecloud", "image": "/srv/benchrunner/images/benchrunner.sqfs",
+         "digest": "sha256:" + "5e" * 32, "mounts": ["/srv/benchrunner/datasets"]}
+
+
+@pytest.fixture(scope="module")
+def lab_summaries(tmp_path_factory):
+    """The two lab runs, summarized as recorded."""
+    out = []
+    for name in LAB_RUNS:
+        run = tmp_path_factory.mktemp("lab") / name
+        shutil.copytree(LAB / name, run)
+        out.append(summary.summarize(run))
+    return out
+
+
+def in_container(document, slower, **versions):
+    """The run as if measured in the Charliecloud image: `slower` times its throughput, the image's versions."""
+    moved = copy.deepcopy(document)
+    moved["run_id"] += "-charliecloud"
+    moved["container"] = IMAGE
+    moved["throughput"]["total_per_sec"] *= slower
+    moved["versions"] |= versions
+    return moved
+
+
+@pytest.fixture
+def charliecloud(monkeypatch):
+    """srun starts ranks in Charliecloud, as the launchers' registry entries say."""
+    monkeypatch.setattr(launchers.Launcher, "containers", (), raising=False)
+    monkeypatch.setattr(type(launchers.get("srun")), "containers", ("charliecloud",), raising=False)
+
+
+def test_a_run_recorded_without_a_container_ran_in_the_virtualenv(lab_summaries):
+    assert "container" not in lab_summaries[0]
+    assert report.container_of(lab_summaries[0]) == {"runtime": "none"}
+    assert report.axes(lab_summaries[0])["container"] == "none"
+    # Runs that all read as none are not split by it: no report of them changes.
+    assert report.container_table(lab_summaries) is None and report.container_lines(lab_summaries) == []
+
+
+def test_the_container_over_the_virtualenv_with_its_interval(lab_summaries, charliecloud):
+    contained = [in_container(s, 0.8, mpi="Open MPI v4.1.6") for s in lab_summaries]
+    table = report.container_table(lab_summaries + contained)
+    assert rows(table) == [rows(table, stack="slurm", ratio="charliecloud / none", GPUs="2")[0]]
+    # By hand: the virtualenv's throughputs 2209.32 and 2635.64 images/s, the container's 0.8 of each. Two repeats
+    # (t = 12.706 at 1 degree of freedom): each mean's relative half-width is 12.706 x |2635.64 - 2209.32| / 2 /
+    # 2422.48 = 1.11803, the same on both sides; the ratio's is 0.8 x sqrt(1.11803^2 + 1.11803^2) = 1.265.
+    assert cells(table, "value") == ["0.800"]
+    assert cells(table, "95% CI (approx.)") == ["+/- 1.265"]
+    assert cells(table, "difference") == ["-20.0%"]
+    assert cells(table, "versions that differ (container vs virtualenv)") == ["mpi Open MPI v4.1.6 vs Open MPI v4.1.4"]
+    # The stack table splits the runs by container (no stack ratio pools them), and the page names the image.
+    assert sorted(s.workload for s in report.series(lab_summaries + contained, by_stack)) == [
+        "small_cnn synthetic b32 32px container=charliecloud mpi=Open MPI v4.1.6",
+        "small_cnn synthetic b32 32px container=none mpi=Open MPI v4.1.4"]
+    assert report.container_lines(lab_summaries + contained) == [
+        f"container charliecloud: image /srv/benchrunner/images/benchrunner.sqfs ({IMAGE['digest']}), mounts "
+        "/srv/benchrunner/datasets"]
+
+
+def test_a_missing_pair_is_said_not_left_out(lab_summaries, charliecloud):
+    # Every Charliecloud run of the campaign failed: the runtime is known only from its plan.
+    table = report.container_table(lab_summaries, runtimes={"none", "charliecloud"})
+    assert rows(table) == [("small_cnn synthetic b32 32px", "slurm", "charliecloud / none", "2", "MISSING", "-",
+                            "no charliecloud run of this point completed (failed or not run)", "-")]
+    # The virtualenv's runs failed instead.
+    table = report.container_table([in_container(s, 0.8) for s in lab_summaries])
+    assert cells(table, "difference") == ["no none (virtualenv) run of this point completed (failed or not run)"]
+    # One container run, one of the virtualenv: a ratio, but no interval from one run.
+    table = report.container_table([lab_summaries[0], in_container(lab_summaries[1], 1.0)])
+    assert cells(table, "value") == [f"{2635.6401463916254 / 2209.3219470619842:.3f}"]
+    assert cells(table, "95% CI (approx.)") == ["- (1 run)"]
+
+
+def test_a_launcher_that_starts_no_container_misses_no_pair(lab_summaries, monkeypatch):
+    monkeypatch.setattr(launchers.Launcher, "containers", (), raising=False)
+    monkeypatch.setattr(type(launchers.get("srun")), "containers", (), raising=False)
+    assert rows(report.container_table(lab_summaries, runtimes={"charliecloud"})) == []
+
+
+def test_the_campaign_page_has_the_container_section_and_its_image(lab_summaries, charliecloud, tmp_path):
+    contained = [in_container(s, 0.8) for s in lab_summaries]
+    path = report.write(tmp_path / "report", "Campaign lab", lab_summaries + contained, [], by_stack, ["intro"])
+    text = path.read_text()
+    assert "## Throughput in a container relative to the virtualenv" in text
+    assert "| small_cnn synthetic b32 32px | slurm | charliecloud / none | 2 | 0.800 | +/- 1.265 | -20.0% | none |" in text
+    assert f"container charliecloud: image /srv/benchrunner/images/benchrunner.sqfs ({IMAGE['digest']})" in text

@@ -1,4 +1,5 @@
-"""Campaigns: a matrix of points (workload x GPU count x stack), each repeated, run one by one and resumable.
+"""Campaigns: a matrix of points (workload x GPU count x stack x container), each repeated, run one by one and
+resumable.
 
 Every run's outcome is written to the campaign's state file as soon as it is known, so a crash, a dead
 node or Ctrl-C loses at most the run in flight; running the campaign again does only what is missing.
@@ -21,7 +22,7 @@ from typing import Any, Callable
 
 import yaml
 
-from benchrunner import frameworks, job_document, launchers, models, results, summary
+from benchrunner import frameworks, job_document, launchers, models, report, results, summary
 from benchrunner.workload import KIND_SETTINGS, Workload
 
 STATE_JSON = "state.json"
@@ -70,6 +71,7 @@ def load(path: Path) -> dict[str, Any]:
                 raise results.ResultError(
                     f"{path}: no launcher of stack {stack} ({', '.join(_launchers_of(document, stack))}) starts "
                     f"{framework} ranks: add one that does to launchers.{stack}")
+    _check_containers(document, path)
     # Every run's job must be valid before the first run starts, not when its turn comes.
     for run_ in plan(document):
         try:
@@ -77,6 +79,43 @@ def load(path: Path) -> dict[str, Any]:
         except ValueError as exc:
             raise results.ResultError(f"{path}: {exc}") from exc
     return document
+
+
+def _runtime_names() -> tuple[str, ...]:
+    """The container runtimes a campaign may cross."""
+    return ("charliecloud", "enroot", "apptainer")
+
+
+def _containers(campaign: dict[str, Any]) -> list[str]:
+    return campaign.get("containers", [report.NO_CONTAINER])
+
+
+def _takes(launcher: str, container: str) -> bool:
+    """The launcher starts ranks in this container (every launcher starts them in the virtualenv)."""
+    return container == report.NO_CONTAINER or container in launchers.get(launcher).containers
+
+
+def _check_containers(campaign: dict[str, Any], path: Path) -> None:
+    """Every container named is a runtime benchrunner knows, and some launcher of the campaign starts each
+    framework's ranks in it: a container axis with no point of its own would compare nothing, silently."""
+    supported = (report.NO_CONTAINER, *_runtime_names())
+    for runtime in _containers(campaign):
+        if runtime not in supported:
+            raise results.ResultError(f"{path}: containers: {runtime!r} is not a container runtime benchrunner "
+                                      f"knows: {', '.join(supported)}")
+        stacks = campaign.get("stacks", ["baremetal"])
+        for framework in campaign.get("frameworks", [frameworks.DEFAULT]):
+            candidates = [name for stack in stacks for name in _launchers_for(campaign, stack, framework)]
+            if not any(_takes(name, runtime) for name in candidates):
+                raise results.ResultError(
+                    f"{path}: containers: no launcher of the campaign ({', '.join(candidates)}) starts {framework} "
+                    f"ranks in {runtime}: add one that does (those that do: "
+                    f"{', '.join(n for n in launchers.names() if _takes(n, runtime)) or 'none yet'})")
+
+
+def container(point: dict[str, Any]) -> str:
+    """The container a point's ranks run in: a runtime, or none (the virtualenv) for a point that names none."""
+    return point.get("container", report.NO_CONTAINER)
 
 
 def _listed(chosen: str | list[str]) -> list[str]:
@@ -95,26 +134,31 @@ def _launchers_for(campaign: dict[str, Any], stack: str, framework: str) -> list
 
 def points(campaign: dict[str, Any]) -> list[dict[str, Any]]:
     """The campaign's points in run order: allreduce sweeps first, then training, small GPU counts first. Stacks,
-    frameworks and each stack's launchers are axes; a point of the default framework does not name it, so the
-    run ids of campaigns from before there were two stay what they were."""
+    frameworks, each stack's launchers and containers are axes, a container only on the launchers that start ranks
+    in it; a point of the default framework, or in no container, does not name it, so the run ids of campaigns from
+    before there were two (or containers) stay what they were and such a campaign resumes with its runs."""
     stacks = campaign.get("stacks", ["baremetal"])
-    placements = [(stack, framework, launcher) for stack in stacks
+    placements = [(stack, framework, launcher, container_) for stack in stacks
                   for framework in campaign.get("frameworks", [frameworks.DEFAULT])
-                  for launcher in _launchers_for(campaign, stack, framework)]
+                  for launcher in _launchers_for(campaign, stack, framework)
+                  for container_ in _containers(campaign) if _takes(launcher, container_)]
     axes = campaign["workloads"]
     names = sorted(axes)
     out: list[dict[str, Any]] = []
     common = {"network": campaign.get("network", "tcp"), "gpus_per_node": campaign.get("gpus_per_node", 0)}
 
-    def point(program: str, stack: str, framework: str, launcher: str, gpus: int, **rest: Any) -> dict[str, Any]:
+    def point(program: str, stack: str, framework: str, launcher: str, container_: str, gpus: int,
+              **rest: Any) -> dict[str, Any]:
         named = {} if framework == frameworks.DEFAULT else {"framework": framework}
+        if container_ != report.NO_CONTAINER:
+            named["container"] = container_
         return {"program": program, "stack": stack, "launcher": launcher, **named, "gpus": gpus, **rest, **common}
 
     if "allreduce" in campaign:
-        for (stack, framework, launcher), gpus in itertools.product(placements, sorted(campaign["gpus"])):
-            out.append(point("allreduce", stack, framework, launcher, gpus, workload={},
+        for (stack, framework, launcher, container_), gpus in itertools.product(placements, sorted(campaign["gpus"])):
+            out.append(point("allreduce", stack, framework, launcher, container_, gpus, workload={},
                              allreduce=campaign["allreduce"]))
-    for gpus, values, (stack, framework, launcher) in itertools.product(
+    for gpus, values, (stack, framework, launcher, container_) in itertools.product(
             sorted(campaign["gpus"]), itertools.product(*(axes[n] for n in names)), placements):
         # Real data without a data_dir of its own is the dataset the benchmark play makes on the nodes.
         workload = _for_kind({**campaign.get("fixed", {}), **dict(zip(names, values))})
@@ -123,7 +167,7 @@ def points(campaign: dict[str, Any]) -> list[dict[str, Any]]:
         model = workload.get("model", Workload.model)
         if model in models.names() and framework not in models.frameworks_for(model):
             continue
-        train = point("train", stack, framework, launcher, gpus, workload=workload)
+        train = point("train", stack, framework, launcher, container_, gpus, workload=workload)
         # Crossing a text setting with an image model (or the reverse) gives the same point again: once is enough.
         if train not in out:
             out.append(train)
@@ -152,6 +196,8 @@ def point_label(point: dict[str, Any]) -> str:
     parts += [f"g{point['gpus']}", point["stack"]]
     if "framework" in point:
         parts += [point["framework"], point["launcher"]]
+    if "container" in point:
+        parts.append(point["container"])
     digest = hashlib.sha256(json.dumps(point, sort_keys=True).encode()).hexdigest()[:8]
     return "-".join(str(p) for p in parts) + "-" + digest
 
@@ -279,9 +325,10 @@ def full_request(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
 
 
 def extravars(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
-    """The benchmark play's variables for one run: the campaign's own, and the run's job."""
+    """The benchmark play's variables for one run: the campaign's own, the run's job, and the container its ranks
+    run in (the play makes the job's container from it, with the image it prepared)."""
     return {**campaign.get("extra_vars", {}), "cluster_stack": "k8s" if run_.point["stack"] == "k8s" else "baremetal",
-            "benchrunner_job": job_request(run_, campaign)}
+            "benchrunner_job": job_request(run_, campaign), "benchrunner_container": container(run_.point)}
 
 
 def manifests(campaign: dict[str, Any], settings: dict[str, Any]) -> dict[str, dict[str, Any]]:

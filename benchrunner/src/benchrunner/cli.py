@@ -447,7 +447,7 @@ def _report_campaign(results_dir: Path, campaign_dir: Path, pooled: list[str], s
         intro.append(f"Order: repeat rounds, every point once in each, shuffled (seed {state['order']['seed']}); "
                      f"run by run in {campaign_dir / campaign.STATE_JSON}.")
     path = report.write(campaign_dir, f"Campaign {name}", summaries, sweeps, lambda d: d["provenance"]["stack"], intro,
-                        pooled=pooled)
+                        pooled=pooled, runtimes={campaign.container(e["point"]) for e in state["runs"].values()})
     sys.stdout.write(path.read_text())
     print(f"\nreport: {path} and {path.with_name(report.REPORT_HTML)}", file=sys.stderr)
     if unreadable:

@@ -2,7 +2,9 @@
 
 Figures follow the studies this project reproduces, with the numbers shown: throughput against GPU
 count per stack with 95% confidence bars (Dell 2019), scaling efficiency per GPU count (Intel 2018),
-the ratio of each stack to the reference one, overlaid loss curves and allreduce bandwidth curves.
+the ratio of each stack to the reference one, overlaid loss curves and allreduce bandwidth curves; and
+each container's throughput over the virtualenv's on the same stack, so a stack's gap to bare metal
+splits into the container's part and the orchestrator's.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ REFERENCE_ORDER = ("baremetal", "slurm", "k8s")
 LABEL_AXES = ("framework", "model", "data", "batch_size", "image_size", "sequence_length", "precision", "xla")
 # The launcher comes with the stack (srun with Slurm, an MPIJob with Kubernetes): a stack ratio may differ in it.
 STACK_BOUND_AXES = ("launcher",)
+# A run's ranks in the virtualenv on the nodes, in no container: what each container is measured against.
+NO_CONTAINER = "none"
 # Versions that name the measuring tool's build, not the system measured: shown, never a reason to split runs.
 TOOL_VERSIONS = ("benchrunner", "git_commit")
 # Versions that say something only where GPUs were used: not shown for CPU-only runs (TensorFlow's wheel says it
@@ -58,10 +62,10 @@ class Series:
     axes: tuple[tuple[str, str], ...] = ()
     by_gpus: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
 
-    @property
-    def like_for_like(self) -> tuple[tuple[str, str], ...]:
-        """What a run of another stack must match for a ratio: every axis but those that come with the stack."""
-        return tuple(item for item in self.axes if item[0] not in STACK_BOUND_AXES)
+    def like_for_like(self, bound: Iterable[str] = STACK_BOUND_AXES) -> tuple[tuple[str, str], ...]:
+        """What a run of another variant must match for a ratio: every axis but those that come with the variant
+        (`bound`; with a stack, its launcher)."""
+        return tuple(item for item in self.axes if item[0] not in set(bound))
 
     @property
     def unit(self) -> str:
@@ -156,11 +160,19 @@ def _text(value: Any) -> str:
     return "-" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def container_of(document: dict[str, Any]) -> dict[str, Any]:
+    """The container a run's ranks ran in, as its summary records it: {"runtime": "none"} in the virtualenv, and for
+    a summary made before containers were recorded (all ran in the virtualenv)."""
+    return document.get("container", {"runtime": NO_CONTAINER})
+
+
 def axes(summary: dict[str, Any]) -> dict[str, str]:
-    """Everything a run was measured with besides its stack and GPU count: workload, network, launcher, versions."""
+    """Everything a run was measured with besides its stack and GPU count: workload, network, launcher, container,
+    versions."""
     # Settings an older summary predates read as benchrunner then trained, so it compares with newer runs on them.
     found = {key: _text(value) for key, value in workload_module.complete_record(summary["workload"]).items()}
-    found |= {"network": summary["network"], "launcher": summary["launcher"]}
+    found |= {"network": summary["network"], "launcher": summary["launcher"],
+              "container": container_of(summary)["runtime"]}
     found |= {key: _text(value) for key, value in summary["versions"].items() if key not in TOOL_VERSIONS}
     return found
 
@@ -289,12 +301,13 @@ class Ratio:
     repeated: bool
 
 
-def ratios(all_series: list[Series], reference: str) -> list[Ratio]:
-    """Each variant's throughput over the reference's, only between series alike in everything but the stack."""
-    references = {s.like_for_like: s for s in all_series if s.variant == reference}
+def ratios(all_series: list[Series], reference: str, bound: Iterable[str] = STACK_BOUND_AXES) -> list[Ratio]:
+    """Each variant's throughput over the reference's, only between series alike in everything but the variant and
+    the axes `bound` to it."""
+    references = {s.like_for_like(bound): s for s in all_series if s.variant == reference}
     out = []
     for s in all_series:
-        ref = references.get(s.like_for_like)
+        ref = references.get(s.like_for_like(bound))
         if s.variant == reference or ref is None:
             continue
         if ref.unit != s.unit:
@@ -311,12 +324,12 @@ def unmatched(all_series: list[Series], reference: str) -> Table | None:
     references = [s for s in all_series if s.variant == reference]
     rows = []
     for s in all_series:
-        if s.variant == reference or any(r.like_for_like == s.like_for_like for r in references):
+        if s.variant == reference or any(r.like_for_like() == s.like_for_like() for r in references):
             continue
-        mine = dict(s.like_for_like)
+        mine = dict(s.like_for_like())
         nearest = min(references, default=None,
-                      key=lambda r: sum(mine.get(k) != v for k, v in r.like_for_like))
-        differs = ", ".join(f"{k} ({v} vs {mine.get(k, '-')})" for k, v in (nearest.like_for_like if nearest else ())
+                      key=lambda r: sum(mine.get(k) != v for k, v in r.like_for_like()))
+        differs = ", ".join(f"{k} ({v} vs {mine.get(k, '-')})" for k, v in (nearest.like_for_like() if nearest else ())
                             if mine.get(k) != v) or f"no {reference} runs"
         rows.append((s.workload, s.variant, differs))
     if not rows:
@@ -326,14 +339,90 @@ def unmatched(all_series: list[Series], reference: str) -> Table | None:
                  "Pool an axis on purpose with --pool AXIS; the report then says which it pooled.")
 
 
+def _ratio_cells(r: Ratio) -> tuple[str, str, str]:
+    """A ratio's value, its interval and the difference it makes."""
+    return (f"{r.value:.3f}", f"+/- {r.half_width:.3f}" if r.repeated else "- (1 run)", f"{100 * (r.value - 1):+.1f}%")
+
+
 def ratio_table(found: list[Ratio], reference: str) -> Table | None:
     if not found:
         return None
-    rows = [(r.workload, f"{r.variant} / {reference}", str(r.gpus), f"{r.value:.3f}",
-             f"+/- {r.half_width:.3f}" if r.repeated else "- (1 run)",
-             f"{100 * (r.value - 1):+.1f}%") for r in found]
+    rows = [(r.workload, f"{r.variant} / {reference}", str(r.gpus), *_ratio_cells(r)) for r in found]
     return Table(f"Throughput relative to {reference}", ("workload", "ratio", "GPUs", "value", "95% CI (approx.)",
                                                           "difference"), rows)
+
+
+def _runtime(document: dict[str, Any]) -> str:
+    return container_of(document)["runtime"]
+
+
+def _launcher(s: Series) -> str:
+    """The launcher of a series' runs (one: runs of a workload that differ in it are series of their own)."""
+    return next(iter(s.by_gpus.values()))[0]["launcher"]
+
+
+def _versions_between(ref: Series, peer: Series, names: Iterable[str]) -> str:
+    """The versions in which the runs of two series differ (the image's software against the virtualenv's)."""
+    def values(s: Series, name: str) -> str:
+        return ", ".join(sorted({_text(r["versions"].get(name)) for runs in s.by_gpus.values() for r in runs}))
+    return "; ".join(f"{name} {values(peer, name)} vs {values(ref, name)}" for name in names
+                     if values(peer, name) != values(ref, name)) or "none"
+
+
+def container_table(summaries: list[dict[str, Any]], runtimes: Iterable[str] = ()) -> Table | None:
+    """Each container's throughput over the virtualenv's, between runs of one stack alike in all else (workload,
+    framework, launcher, network, GPUs), and every such pair one side of which has no completed run. `runtimes`: the
+    containers the runs were planned in, so that one none of whose runs completed is missed by name too."""
+    found = sorted(({_runtime(s) for s in summaries} | set(runtimes)) - {NO_CONTAINER})
+    if not found:
+        return None
+    # The image's software is meant to match the virtualenv's; where it does not, the pair is still compared, and
+    # the versions that differ are listed beside its ratio.
+    versions = sorted({name for s in summaries for name in s["versions"]} - set(TOOL_VERSIONS))
+    rows = []
+    for stack in sorted({s["stack"] for s in summaries}, key=_variant_rank):
+        all_series = series([s for s in summaries if s["stack"] == stack], _runtime,
+                            pooled=("container", *versions))
+        measured = {(r.workload, r.variant, r.gpus): r for r in ratios(all_series, NO_CONTAINER, bound=())}
+        alike: dict[tuple[tuple[str, str], ...], dict[str, Series]] = defaultdict(dict)
+        for s in all_series:
+            alike[s.like_for_like(())][s.variant] = s
+        for group in alike.values():
+            ref = group.get(NO_CONTAINER)
+            for runtime in found:
+                peer = group.get(runtime)
+                # No run in this container, and none could be: the virtualenv runs' launcher cannot start one.
+                if peer is None and (ref is None or runtime not in launchers.get(_launcher(ref)).containers):
+                    continue
+                sides = [s for s in (ref, peer) if s is not None]
+                for gpus in sorted({g for s in sides for g in s.by_gpus}):
+                    r = measured.get((sides[0].workload, runtime, gpus))
+                    if r is None:
+                        absent = runtime if ref is not None and gpus in ref.by_gpus else f"{NO_CONTAINER} (virtualenv)"
+                        rows.append((sides[0].workload, stack, f"{runtime} / {NO_CONTAINER}", str(gpus), "MISSING", "-",
+                                     f"no {absent} run of this point completed (failed or not run)", "-"))
+                        continue
+                    rows.append((r.workload, stack, f"{runtime} / {NO_CONTAINER}", str(gpus), *_ratio_cells(r),
+                                 _versions_between(group[NO_CONTAINER], group[runtime], versions)))
+    return Table("Throughput in a container relative to the virtualenv", (
+        "workload", "stack", "ratio", "GPUs", "value", "95% CI (approx.)", "difference",
+        "versions that differ (container vs virtualenv)"), rows,
+        "Between runs of one stack alike in workload, framework, launcher, network and GPU count; the interval "
+        "propagates both means' 95% intervals over repeats, as the stack ratios do. MISSING: one side of the pair has "
+        "no completed run (the campaign's failed runs are listed above).")
+
+
+def container_lines(summaries: list[dict[str, Any]]) -> list[str]:
+    """The container runtime, image (path and digest) and mounts the containerized runs used; a runtime whose runs
+    used different images is called out."""
+    images: dict[str, set[str]] = defaultdict(set)
+    for s in summaries:
+        found = container_of(s)
+        if found["runtime"] != NO_CONTAINER:
+            images[found["runtime"]].add(f"image {found['image']} ({found['digest']}), mounts "
+                                         f"{', '.join(found['mounts']) or 'none'}")
+    return [f"container {runtime}: {'; '.join(sorted(used))}" + (" (DIFFERS between runs)" if len(used) > 1 else "")
+            for runtime, used in sorted(images.items())]
 
 
 def allreduce_table(sweeps: list[dict[str, Any]], variant_of: Any) -> Table | None:
@@ -708,9 +797,11 @@ def grouping_lines(summaries: list[dict[str, Any]], pooled: Iterable[str]) -> li
 
 
 def write(out_dir: Path, title: str, summaries: list[dict[str, Any]], sweeps: list[dict[str, Any]],
-          variant_of: Any, intro: list[str], reference: str | None = None, pooled: Iterable[str] = ()) -> Path:
+          variant_of: Any, intro: list[str], reference: str | None = None, pooled: Iterable[str] = (),
+          runtimes: Iterable[str] = ()) -> Path:
     """Write report.md, report.html and plots/ for these runs into out_dir. Ratios are to `reference` (default: the
-    first present of REFERENCE_ORDER), between runs alike in every axis but the stack and the `pooled` ones."""
+    first present of REFERENCE_ORDER), between runs alike in every axis but the stack and the `pooled` ones; each
+    container's to the virtualenv's (`runtimes`: the containers runs were planned in, see container_table)."""
     if not summaries and not sweeps:
         raise results.ResultError("no completed runs to report on")
     pooled = list(pooled)
@@ -722,11 +813,12 @@ def write(out_dir: Path, title: str, summaries: list[dict[str, Any]], sweeps: li
     reference = reference or variants[0]
     tables = [throughput_table(all_series), scaling_table(all_series)] if all_series else []
     tables += [t for t in (ratio_table(ratios(all_series, reference), reference),
-                           unmatched(all_series, reference), allreduce_table(sweeps, variant_of)) if t]
+                           unmatched(all_series, reference), container_table(summaries, runtimes),
+                           allreduce_table(sweeps, variant_of)) if t]
     figures = plots(all_series, sweeps, variant_of, reference, out_dir / PLOTS_DIR)
     if summaries:
         intro = [*intro, "", *grouping_lines(summaries, pooled),
-                 "Measured with: " + "; ".join(provenance_lines(summaries))]
+                 "Measured with: " + "; ".join(provenance_lines(summaries)), *container_lines(summaries)]
     results.write_atomic(out_dir / REPORT_MD, markdown(title, intro, tables, figures, out_dir))
     results.write_atomic(out_dir / REPORT_HTML, html_page(title, intro, tables, figures))
     return out_dir / REPORT_MD

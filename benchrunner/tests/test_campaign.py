@@ -337,10 +337,10 @@ def test_a_campaign_keeps_its_run_ids_whether_or_not_it_crosses_containers(conta
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"containers": ["docker"]}, "containers: 'docker' is not a container runtime benchrunner knows: none, charliecloud, "
-                                 "enroot, apptainer"),
-    ({"containers": ["none", "apptainer"]}, r"no launcher of the campaign \(mpirun\) starts tensorflow-horovod ranks in "
-                                            r"apptainer: add one that does \(those that do: none yet\)"),
+    ({"containers": ["docker"]}, "containers: 'docker' is not a container runtime benchrunner knows: none, apptainer, "
+                                 "charliecloud, enroot"),
+    ({"containers": ["none", "enroot"]}, r"no launcher of the campaign \(mpirun\) starts tensorflow-horovod ranks in "
+                                         r"enroot: add one that does \(those that do: srun\)"),
     ({"stacks": ["k8s"], "containers": ["enroot"]}, r"no launcher of the campaign \(mpijob\) starts tensorflow-horovod "
                                                     r"ranks in enroot: add one that does \(those that do: srun\)"),
 ])

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from benchrunner import cli, launchers, report, results, summary
+from benchrunner import cli, containers, launchers, report, results, summary
 from documents import H100_SXM, allreduce_document, rank_document, text_rank_document
 
 # Step time per rank by (stack, GPUs): k8s is slower at 2 GPUs, and 2 GPUs scale at 80% on bare metal.
@@ -400,7 +400,7 @@ def charliecloud(monkeypatch):
 
 def test_a_run_recorded_without_a_container_ran_in_the_virtualenv(lab_summaries):
     assert "container" not in lab_summaries[0]
-    assert report.container_of(lab_summaries[0]) == {"runtime": "none"}
+    assert containers.recorded(lab_summaries[0]) == {"runtime": "none"}
     assert report.axes(lab_summaries[0])["container"] == "none"
     # Runs that all read as none are not split by it: no report of them changes.
     assert report.container_table(lab_summaries) is None and report.container_lines(lab_summaries) == []

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import yaml
 
-from benchrunner import frameworks, job_document, launchers, models, report, results, summary
+from benchrunner import containers, frameworks, job_document, launchers, models, results, summary
 from benchrunner.workload import KIND_SETTINGS, Workload
 
 STATE_JSON = "state.json"
@@ -81,24 +81,19 @@ def load(path: Path) -> dict[str, Any]:
     return document
 
 
-def _runtime_names() -> tuple[str, ...]:
-    """The container runtimes a campaign may cross."""
-    return ("charliecloud", "enroot", "apptainer")
-
-
 def _containers(campaign: dict[str, Any]) -> list[str]:
-    return campaign.get("containers", [report.NO_CONTAINER])
+    return campaign.get("containers", [containers.NONE])
 
 
 def _takes(launcher: str, container: str) -> bool:
     """The launcher starts ranks in this container (every launcher starts them in the virtualenv)."""
-    return container == report.NO_CONTAINER or container in launchers.get(launcher).containers
+    return container == containers.NONE or container in launchers.get(launcher).containers
 
 
 def _check_containers(campaign: dict[str, Any], path: Path) -> None:
     """Every container named is a runtime benchrunner knows, and some launcher of the campaign starts each
     framework's ranks in it: a container axis with no point of its own would compare nothing, silently."""
-    supported = (report.NO_CONTAINER, *_runtime_names())
+    supported = containers.choices()
     for runtime in _containers(campaign):
         if runtime not in supported:
             raise results.ResultError(f"{path}: containers: {runtime!r} is not a container runtime benchrunner "
@@ -115,7 +110,7 @@ def _check_containers(campaign: dict[str, Any], path: Path) -> None:
 
 def container(point: dict[str, Any]) -> str:
     """The container a point's ranks run in: a runtime, or none (the virtualenv) for a point that names none."""
-    return point.get("container", report.NO_CONTAINER)
+    return point.get("container", containers.NONE)
 
 
 def _listed(chosen: str | list[str]) -> list[str]:
@@ -150,7 +145,7 @@ def points(campaign: dict[str, Any]) -> list[dict[str, Any]]:
     def point(program: str, stack: str, framework: str, launcher: str, container_: str, gpus: int,
               **rest: Any) -> dict[str, Any]:
         named = {} if framework == frameworks.DEFAULT else {"framework": framework}
-        if container_ != report.NO_CONTAINER:
+        if container_ != containers.NONE:
             named["container"] = container_
         return {"program": program, "stack": stack, "launcher": launcher, **named, "gpus": gpus, **rest, **common}
 

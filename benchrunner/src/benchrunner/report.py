@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchrunner import frameworks, launchers, results, stats
+from benchrunner import containers, frameworks, launchers, results, stats
 from benchrunner import workload as workload_module
 
 REPORT_MD = "report.md"
@@ -34,8 +34,6 @@ REFERENCE_ORDER = ("baremetal", "slurm", "k8s")
 LABEL_AXES = ("framework", "model", "data", "batch_size", "image_size", "sequence_length", "precision", "xla")
 # The launcher comes with the stack (srun with Slurm, an MPIJob with Kubernetes): a stack ratio may differ in it.
 STACK_BOUND_AXES = ("launcher",)
-# A run's ranks in the virtualenv on the nodes, in no container: what each container is measured against.
-NO_CONTAINER = "none"
 # Versions that name the measuring tool's build, not the system measured: shown, never a reason to split runs.
 TOOL_VERSIONS = ("benchrunner", "git_commit")
 # Versions that say something only where GPUs were used: not shown for CPU-only runs (TensorFlow's wheel says it
@@ -160,19 +158,13 @@ def _text(value: Any) -> str:
     return "-" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def container_of(document: dict[str, Any]) -> dict[str, Any]:
-    """The container a run's ranks ran in, as its summary records it: {"runtime": "none"} in the virtualenv, and for
-    a summary made before containers were recorded (all ran in the virtualenv)."""
-    return document.get("container", {"runtime": NO_CONTAINER})
-
-
 def axes(summary: dict[str, Any]) -> dict[str, str]:
     """Everything a run was measured with besides its stack and GPU count: workload, network, launcher, container,
     versions."""
     # Settings an older summary predates read as benchrunner then trained, so it compares with newer runs on them.
     found = {key: _text(value) for key, value in workload_module.complete_record(summary["workload"]).items()}
     found |= {"network": summary["network"], "launcher": summary["launcher"],
-              "container": container_of(summary)["runtime"]}
+              "container": containers.recorded(summary)["runtime"]}
     found |= {key: _text(value) for key, value in summary["versions"].items() if key not in TOOL_VERSIONS}
     return found
 
@@ -353,7 +345,7 @@ def ratio_table(found: list[Ratio], reference: str) -> Table | None:
 
 
 def _runtime(document: dict[str, Any]) -> str:
-    return container_of(document)["runtime"]
+    return containers.recorded(document)["runtime"]
 
 
 def _launcher(s: Series) -> str:
@@ -373,7 +365,7 @@ def container_table(summaries: list[dict[str, Any]], runtimes: Iterable[str] = (
     """Each container's throughput over the virtualenv's, between runs of one stack alike in all else (workload,
     framework, launcher, network, GPUs), and every such pair one side of which has no completed run. `runtimes`: the
     containers the runs were planned in, so that one none of whose runs completed is missed by name too."""
-    found = sorted(({_runtime(s) for s in summaries} | set(runtimes)) - {NO_CONTAINER})
+    found = sorted(({_runtime(s) for s in summaries} | set(runtimes)) - {containers.NONE})
     if not found:
         return None
     # The image's software is meant to match the virtualenv's; where it does not, the pair is still compared, and
@@ -383,12 +375,12 @@ def container_table(summaries: list[dict[str, Any]], runtimes: Iterable[str] = (
     for stack in sorted({s["stack"] for s in summaries}, key=_variant_rank):
         all_series = series([s for s in summaries if s["stack"] == stack], _runtime,
                             pooled=("container", *versions))
-        measured = {(r.workload, r.variant, r.gpus): r for r in ratios(all_series, NO_CONTAINER, bound=())}
+        measured = {(r.workload, r.variant, r.gpus): r for r in ratios(all_series, containers.NONE, bound=())}
         alike: dict[tuple[tuple[str, str], ...], dict[str, Series]] = defaultdict(dict)
         for s in all_series:
             alike[s.like_for_like(())][s.variant] = s
         for group in alike.values():
-            ref = group.get(NO_CONTAINER)
+            ref = group.get(containers.NONE)
             for runtime in found:
                 peer = group.get(runtime)
                 # No run in this container, and none could be: the virtualenv runs' launcher cannot start one.
@@ -398,12 +390,12 @@ def container_table(summaries: list[dict[str, Any]], runtimes: Iterable[str] = (
                 for gpus in sorted({g for s in sides for g in s.by_gpus}):
                     r = measured.get((sides[0].workload, runtime, gpus))
                     if r is None:
-                        absent = runtime if ref is not None and gpus in ref.by_gpus else f"{NO_CONTAINER} (virtualenv)"
-                        rows.append((sides[0].workload, stack, f"{runtime} / {NO_CONTAINER}", str(gpus), "MISSING", "-",
+                        absent = runtime if ref is not None and gpus in ref.by_gpus else f"{containers.NONE} (virtualenv)"
+                        rows.append((sides[0].workload, stack, f"{runtime} / {containers.NONE}", str(gpus), "MISSING", "-",
                                      f"no {absent} run of this point completed (failed or not run)", "-"))
                         continue
-                    rows.append((r.workload, stack, f"{runtime} / {NO_CONTAINER}", str(gpus), *_ratio_cells(r),
-                                 _versions_between(group[NO_CONTAINER], group[runtime], versions)))
+                    rows.append((r.workload, stack, f"{runtime} / {containers.NONE}", str(gpus), *_ratio_cells(r),
+                                 _versions_between(group[containers.NONE], group[runtime], versions)))
     return Table("Throughput in a container relative to the virtualenv", (
         "workload", "stack", "ratio", "GPUs", "value", "95% CI (approx.)", "difference",
         "versions that differ (container vs virtualenv)"), rows,
@@ -417,8 +409,8 @@ def container_lines(summaries: list[dict[str, Any]]) -> list[str]:
     used different images is called out."""
     images: dict[str, set[str]] = defaultdict(set)
     for s in summaries:
-        found = container_of(s)
-        if found["runtime"] != NO_CONTAINER:
+        found = containers.recorded(s)
+        if found["runtime"] != containers.NONE:
             images[found["runtime"]].add(f"image {found['image']} ({found['digest']}), mounts "
                                          f"{', '.join(found['mounts']) or 'none'}")
     return [f"container {runtime}: {'; '.join(sorted(used))}" + (" (DIFFERS between runs)" if len(used) > 1 else "")

@@ -291,10 +291,11 @@ def test_a_framework_no_launcher_of_a_stack_starts_is_refused(campaign_file):
 
 @pytest.fixture
 def containers(monkeypatch):
-    """srun and mpirun start ranks in Charliecloud, srun in Enroot too; no other launcher in any container."""
-    monkeypatch.setattr(launchers.Launcher, "containers", (), raising=False)
-    for name, runtimes in (("srun", ("charliecloud", "enroot")), ("mpirun", ("charliecloud",))):
-        monkeypatch.setattr(type(launchers.get(name)), "containers", runtimes, raising=False)
+    """A narrower registry than the real one: srun and mpirun start ranks in Charliecloud, srun in Enroot too; no other
+    launcher in any container."""
+    for name, launcher in launchers.registry().items():
+        runtimes = {"srun": ("charliecloud", "enroot"), "mpirun": ("charliecloud",)}.get(name, ())
+        monkeypatch.setattr(type(launcher), "containers", runtimes)
 
 
 def test_containers_are_an_axis_on_the_launchers_that_start_ranks_in_them(campaign_file, containers):

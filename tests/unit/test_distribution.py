@@ -533,3 +533,23 @@ def test_preflight_takes_each_runtime_where_it_can_run(ansible_plugins):
                             (ALL_RUNTIMES, with_slurm)]:
         assert refusals(evaluate("preflight", "debian12", cluster_container_runtimes=runtimes, **extra),
                         "preflight", "containers.yml") == {}, runtimes
+
+
+@pytest.mark.parametrize(("os_key", "slurm", "headers"), [
+    ("debian12", "22.05.8-4+deb12u3", "libslurm-dev=22.05.8-4+deb12u3"),
+    ("rocky9", "22.05.9", "slurm-devel-22.05.9"),
+])
+def test_pyxis_is_built_per_slurm_release_against_its_own_headers(ansible_plugins, os_key, slurm, headers):
+    templar = evaluate("hpc_containers", os_key, cluster_container_runtimes=["enroot"], _hpc_containers_slurm_version=slurm)
+    values = {name: templar.template(trust_as_template("{{ " + name + " }}")) for name in
+              ("_hpc_containers_slurm_headers", "_hpc_containers_pyxis_plugin")}
+    # Pyxis' Makefile (v0.20.0) installs spank_pyxis.so into $(libdir)/slurm.
+    assert values == {"_hpc_containers_slurm_headers": headers,
+                      "_hpc_containers_pyxis_plugin": f"/opt/hpcml/pyxis/0.20.0-slurm-{slurm}/lib/slurm/spank_pyxis.so"}
+    tasks = {task["name"]: task for task in yaml.safe_load((ROLES / "hpc_containers" / "tasks" / "30-pyxis.yml").read_text())}
+    register = {task["name"]: task for task in tasks["Register Pyxis with Slurm"]["block"]}
+    assert register["Name this Slurm's build of Pyxis as required"]["ansible.builtin.copy"]["content"] == \
+        "required {{ _hpc_containers_pyxis_plugin }}\n"
+    assert register["Have Slurm read the plugin drop-ins"]["ansible.builtin.lineinfile"]["line"] == \
+        "include {{ _hpc_containers_plugstack_dir }}/*.conf"
+    assert all(task.get("notify") == "Restart slurmd" for task in register.values() if "ansible.builtin.file" not in task)

@@ -553,3 +553,17 @@ def test_pyxis_is_built_per_slurm_release_against_its_own_headers(ansible_plugin
     assert register["Have Slurm read the plugin drop-ins"]["ansible.builtin.lineinfile"]["line"] == \
         "include {{ _hpc_containers_plugstack_dir }}/*.conf"
     assert all(task.get("notify") == "Restart slurmd" for task in register.values() if "ansible.builtin.file" not in task)
+
+
+def test_enroot_drop_in_is_what_enroot_reads(ansible_plugins, tmp_path):
+    templar = evaluate("hpc_containers", "debian12", cluster_container_runtimes=["enroot"], ansible_managed="managed")
+    text = templar.template(trust_as_template((ROLES / "hpc_containers" / "templates" / "enroot.conf.j2").read_text()))
+    conf = tmp_path / "hpcml.conf"
+    conf.write_text(text)
+    # Enroot 3.5.0 refuses a configuration file that bash -n rejects, and reads KEY VALUE lines of ENROOT_* names.
+    assert subprocess.run(["bash", "-n", str(conf)], check=False).returncode == 0
+    settings = dict(line.split(None, 1) for line in text.splitlines() if line and not line.startswith("#"))
+    assert settings == {"ENROOT_RUNTIME_PATH": "/var/lib/enroot/runtime/user-$(id -u)",
+                        "ENROOT_CACHE_PATH": "/var/lib/enroot/cache/group-$(id -g)",
+                        "ENROOT_DATA_PATH": "/var/lib/enroot/data/user-$(id -u)", "ENROOT_RESTRICT_DEV": "no"}
+    assert templar.template(trust_as_template("{{ _hpc_containers_enroot_conf }}")) == "/etc/enroot/enroot.conf.d/hpcml.conf"

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
+from ansible.template import Templar, trust_as_template
 
 from unit_paths import PROJECT
 
@@ -401,3 +404,166 @@ def test_every_family_has_all_of_its_files():
     source = ROLES / "package_source" / "tasks"
     for family in families:
         assert (source / f"repository-{family}.yml").is_file() and (source / f"pin-{family}.yml").is_file(), family
+
+
+# --- Container runtimes (hpc_containers): what each OS can have, and the refusals before anything changes ------------
+# In-process: the roles' own expressions and assert tasks, evaluated by Ansible's templating (milliseconds, no play).
+
+def gpu_paths(gpu: bool, cli: bool) -> dict:
+    """hpc_containers' stat of /dev/nvidiactl and nvidia-container-cli, as registered."""
+    return {"results": [{"stat": {"exists": gpu}}, {"stat": {"exists": cli}}]}
+
+
+def evaluate(role: str, os_key: str, **extra) -> Templar:
+    """A templar over the shared settings and the role's variables (role_vars: its OS's vars file where it has
+    per-OS files) for a node running os_key."""
+    loader = DataLoader()
+    variables = {}
+    per_os = (ROLES / role / "vars" / "Debian.yml").is_file()
+    for path in [str(ROLES / "cluster" / "defaults" / "main.yml"), *role_vars(role, os_key if per_os else None)]:
+        variables.update(loader.load_from_file(path, trusted_as_template=True) or {})
+    # What the role's stat task registers on a node without GPUs, unless a test says otherwise.
+    variables.update(ansible_facts=OS_FACTS[os_key], inventory_hostname="node1", groups={},
+                     _hpc_containers_gpu_paths=gpu_paths(gpu=False, cli=False))
+    variables.update(extra)
+    return Templar(loader, variables=variables)
+
+
+def refusals(templar: Templar, role: str, tasks_file: str) -> dict[str, str]:
+    """Each assert task of the file whose `that` fails: its name and its message, on one line."""
+    failed = {}
+    for task in yaml.safe_load((ROLES / role / "tasks" / tasks_file).read_text()):
+        check = task.get("ansible.builtin.assert")
+        if check is None or not templar.evaluate_conditional(trust_as_template(task.get("when", "true"))):
+            continue
+        that = check["that"] if isinstance(check["that"], list) else [check["that"]]
+        if not all(templar.evaluate_conditional(trust_as_template(c)) for c in that):
+            failed[task["name"]] = " ".join(str(templar.template(trust_as_template(check["fail_msg"]))).split())
+    return failed
+
+
+@pytest.fixture(scope="module")
+def ansible_plugins():
+    init_plugin_loader()
+
+
+ALL_RUNTIMES = ["charliecloud", "enroot", "apptainer"]
+ENROOT_RELEASE = "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/"
+
+
+@pytest.mark.parametrize(("os_key", "architecture", "packages", "files", "unavailable"), [
+    ("debian12", "x86_64", ["charliecloud-runtime"],
+     [ENROOT_RELEASE + "enroot_3.5.0-1_amd64.deb", ENROOT_RELEASE + "enroot+caps_3.5.0-1_amd64.deb",
+      "https://github.com/apptainer/apptainer/releases/download/v1.3.6/apptainer_1.3.6_amd64.deb"], []),
+    # Apptainer's Debian package is built for amd64 only.
+    ("ubuntu2404", "aarch64", ["charliecloud-runtime"],
+     [ENROOT_RELEASE + "enroot_3.5.0-1_arm64.deb", ENROOT_RELEASE + "enroot+caps_3.5.0-1_arm64.deb"], ["apptainer"]),
+    ("rocky9", "x86_64", ["charliecloud", "apptainer"],
+     [ENROOT_RELEASE + "enroot-3.5.0-1.el8.x86_64.rpm", ENROOT_RELEASE + "enroot+caps-3.5.0-1.el8.x86_64.rpm"], []),
+    ("rhel8", "aarch64", ["charliecloud", "apptainer"],
+     [ENROOT_RELEASE + "enroot-3.5.0-1.el8.aarch64.rpm", ENROOT_RELEASE + "enroot+caps-3.5.0-1.el8.aarch64.rpm"], []),
+])
+def test_container_runtime_sources_per_os(ansible_plugins, os_key, architecture, packages, files, unavailable):
+    templar = evaluate("hpc_containers", os_key, cluster_container_runtimes=ALL_RUNTIMES)
+    templar.available_variables = {**templar.available_variables,
+                                   "ansible_facts": dict(OS_FACTS[os_key], architecture=architecture)}
+    values = {name: templar.template(trust_as_template("{{ " + name + " }}")) for name in
+              ("_hpc_containers_packages", "_hpc_containers_downloads", "_hpc_containers_unavailable")}
+    assert values == {"_hpc_containers_packages": packages, "_hpc_containers_downloads": files,
+                      "_hpc_containers_unavailable": unavailable}
+    failed = refusals(templar, "hpc_containers", "00-preflight.yml")
+    refusal = "Check the node can have each runtime asked for"
+    if unavailable:
+        assert failed[refusal] == ("node1 (Ubuntu 24.04, aarch64) cannot have apptainer from this role: "
+                                   "cluster_container_runtimes takes charliecloud, enroot on it.")
+    else:
+        assert refusal not in failed
+
+
+def test_a_container_runtime_download_without_its_checksum_is_refused(ansible_plugins):
+    templar = evaluate("hpc_containers", "debian12", cluster_container_runtimes=["enroot"],
+                       hpc_containers_sha256={"enroot_3.5.0-1_amd64.deb": "0" * 64})
+    failed = refusals(templar, "hpc_containers", "00-preflight.yml")
+    assert failed["Check every release file has its checksum before anything is downloaded"].startswith(
+        "node1 would download enroot+caps_3.5.0-1_amd64.deb, pyxis-0.20.0.tar.gz without a checksum")
+    sums = {name: "a" * 64 for name in ["enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb", "pyxis-0.20.0.tar.gz"]}
+    templar.available_variables = {**templar.available_variables, "hpc_containers_sha256": sums}
+    assert refusals(templar, "hpc_containers", "00-preflight.yml") == {}
+    templar.available_variables = {**templar.available_variables,
+                                   "hpc_containers_sha256": dict(sums, **{"pyxis-0.20.0.tar.gz": "A" * 64})}
+    assert list(refusals(templar, "hpc_containers", "00-preflight.yml")) == ["Check the checksums are SHA-256s"]
+    # Charliecloud comes from the distribution: nothing to download, nothing to check.
+    templar.available_variables = {**templar.available_variables, "cluster_container_runtimes": ["charliecloud"],
+                                   "hpc_containers_sha256": {}}
+    assert refusals(templar, "hpc_containers", "00-preflight.yml") == {}
+
+
+def test_enroot_on_a_gpu_node_needs_nvidia_container_cli(ansible_plugins):
+    sums = {name: "a" * 64 for name in ["enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb", "pyxis-0.20.0.tar.gz"]}
+    for gpu, cli, refused in [(True, False, True), (True, True, False), (False, False, False)]:
+        templar = evaluate("hpc_containers", "debian12", cluster_container_runtimes=["enroot"], hpc_containers_sha256=sums,
+                           _hpc_containers_gpu_paths=gpu_paths(gpu, cli))
+        failed = refusals(templar, "hpc_containers", "00-preflight.yml")
+        assert ("Check a GPU node has nvidia-container-cli for Enroot" in failed) == refused, failed
+
+
+@pytest.mark.parametrize(("runtimes", "extra", "refusal", "message"), [
+    (["charliecloud", "docker"], {}, "Check the container runtimes asked for",
+     "cluster_container_runtimes lists runtimes, each once, from: charliecloud, enroot, apptainer "
+     "(now [\"charliecloud\", \"docker\"]); [] installs none."),
+    (["apptainer", "apptainer"], {}, "Check the container runtimes asked for", None),
+    ("charliecloud", {}, "Check the container runtimes asked for", None),
+    (["charliecloud"], {"cluster_stack": "k8s"}, "Check the container runtimes go on the bare-metal stack", None),
+    (["enroot"], {"groups": {"nodes": ["node1"]}}, "Check Enroot has the Slurm that Pyxis plugs into",
+     "cluster_container_runtimes names enroot, which comes with Pyxis, a Slurm plugin (srun --container-image), but the "
+     "inventory has no host in 'slurm_controller', so no Slurm is set up. Add a Slurm controller to the inventory, or "
+     "take enroot out (charliecloud and apptainer also start under mpirun)."),
+])
+def test_preflight_refuses_container_runtimes_the_cluster_cannot_have(ansible_plugins, runtimes, extra, refusal, message):
+    templar = evaluate("preflight", "debian12", cluster_container_runtimes=runtimes, **extra)
+    failed = refusals(templar, "preflight", "containers.yml")
+    assert list(failed) == [refusal]
+    if message:
+        assert failed[refusal] == message
+
+
+def test_preflight_takes_each_runtime_where_it_can_run(ansible_plugins):
+    with_slurm = {"groups": {"nodes": ["node1"], "slurm_controller": ["head"]}}
+    for runtimes, extra in [([], {}), ([], {"cluster_stack": "k8s"}), (["charliecloud", "apptainer"], {}),
+                            (ALL_RUNTIMES, with_slurm)]:
+        assert refusals(evaluate("preflight", "debian12", cluster_container_runtimes=runtimes, **extra),
+                        "preflight", "containers.yml") == {}, runtimes
+
+
+@pytest.mark.parametrize(("os_key", "slurm", "headers"), [
+    ("debian12", "22.05.8-4+deb12u3", "libslurm-dev=22.05.8-4+deb12u3"),
+    ("rocky9", "22.05.9", "slurm-devel-22.05.9"),
+])
+def test_pyxis_is_built_per_slurm_release_against_its_own_headers(ansible_plugins, os_key, slurm, headers):
+    templar = evaluate("hpc_containers", os_key, cluster_container_runtimes=["enroot"], _hpc_containers_slurm_version=slurm)
+    values = {name: templar.template(trust_as_template("{{ " + name + " }}")) for name in
+              ("_hpc_containers_slurm_headers", "_hpc_containers_pyxis_plugin")}
+    # Pyxis' Makefile (v0.20.0) installs spank_pyxis.so into $(libdir)/slurm.
+    assert values == {"_hpc_containers_slurm_headers": headers,
+                      "_hpc_containers_pyxis_plugin": f"/opt/hpcml/pyxis/0.20.0-slurm-{slurm}/lib/slurm/spank_pyxis.so"}
+    tasks = {task["name"]: task for task in yaml.safe_load((ROLES / "hpc_containers" / "tasks" / "30-pyxis.yml").read_text())}
+    register = {task["name"]: task for task in tasks["Register Pyxis with Slurm"]["block"]}
+    assert register["Name this Slurm's build of Pyxis as required"]["ansible.builtin.copy"]["content"] == \
+        "required {{ _hpc_containers_pyxis_plugin }}\n"
+    assert register["Have Slurm read the plugin drop-ins"]["ansible.builtin.lineinfile"]["line"] == \
+        "include {{ _hpc_containers_plugstack_dir }}/*.conf"
+    assert all(task.get("notify") == "Restart slurmd" for task in register.values() if "ansible.builtin.file" not in task)
+
+
+def test_enroot_drop_in_is_what_enroot_reads(ansible_plugins, tmp_path):
+    templar = evaluate("hpc_containers", "debian12", cluster_container_runtimes=["enroot"], ansible_managed="managed")
+    text = templar.template(trust_as_template((ROLES / "hpc_containers" / "templates" / "enroot.conf.j2").read_text()))
+    conf = tmp_path / "hpcml.conf"
+    conf.write_text(text)
+    # Enroot 3.5.0 refuses a configuration file that bash -n rejects, and reads KEY VALUE lines of ENROOT_* names.
+    assert subprocess.run(["bash", "-n", str(conf)], check=False).returncode == 0
+    settings = dict(line.split(None, 1) for line in text.splitlines() if line and not line.startswith("#"))
+    assert settings == {"ENROOT_RUNTIME_PATH": "/var/lib/enroot/runtime/user-$(id -u)",
+                        "ENROOT_CACHE_PATH": "/var/lib/enroot/cache/group-$(id -g)",
+                        "ENROOT_DATA_PATH": "/var/lib/enroot/data/user-$(id -u)", "ENROOT_RESTRICT_DEV": "no"}
+    assert templar.template(trust_as_template("{{ _hpc_containers_enroot_conf }}")) == "/etc/enroot/enroot.conf.d/hpcml.conf"

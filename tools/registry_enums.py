@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the launcher and framework registries into what names them (`make docs`, before the role READMEs): the
-enums of the current schemas and the benchrunner role's argument-spec choices, so none is kept by hand.
+"""Writes the launcher, framework and container-runtime registries into what names them (`make docs`, before the role
+READMEs): the enums of the current schemas, the benchrunner role's argument-spec choices and the launchers' facts the
+role checks a job against, so none is kept by hand.
 
 Each is one list in a hand-formatted file: only that list's text is replaced, and the file is read back to show the
 replacement landed where it was meant to.
@@ -20,10 +21,13 @@ PROJECT = Path(__file__).resolve().parents[1]
 # The registries of this checkout, whichever benchrunner the environment has installed.
 sys.path.insert(0, str(PROJECT / "benchrunner" / "src"))
 
-from benchrunner import frameworks, launchers, results  # noqa: E402
+from benchrunner import containers, frameworks, launchers, results  # noqa: E402
 
 SCHEMAS = PROJECT / "benchrunner" / "src" / "benchrunner" / "schemas"
 ROLE_SPECS = PROJECT / "roles" / "benchrunner" / "meta" / "argument_specs.yml"
+ROLE_VARS = PROJECT / "roles" / "benchrunner" / "vars" / "main.yml"
+# The role's variable that maps each launcher to the container runtimes it can start ranks in.
+LAUNCHER_CONTAINERS = "_benchrunner_launcher_containers"
 
 
 def _schema_file(kind: str) -> Path:
@@ -42,7 +46,13 @@ SCHEMA_ENUMS: tuple[tuple[str, tuple[str, ...], Callable[[], tuple[str, ...]]], 
 ROLE_CHOICES: tuple[tuple[str, Callable[[], tuple[str, ...]]], ...] = (
     ("benchrunner_launcher", launchers.names),
     ("benchrunner_framework", frameworks.names),
+    ("benchrunner_container", lambda: ("none", *containers.names())),
 )
+
+
+def launcher_containers() -> dict[str, list[str]]:
+    """Each launcher's container runtimes, as the role's variable lists them."""
+    return {name: list(launchers.get(name).containers) for name in launchers.names()}
 
 
 def _replace_once(text: str, pattern: str, replacement: str, where: str) -> str:
@@ -83,6 +93,16 @@ def specs_text(option: str, names: tuple[str, ...], text: str) -> str:
     return new
 
 
+def vars_text(text: str) -> str:
+    """The role's vars with LAUNCHER_CONTAINERS mapping each launcher to its runtimes, on its one line."""
+    mapping = launcher_containers()
+    flow = "{" + ", ".join(f"{name}: [{', '.join(runtimes)}]" for name, runtimes in mapping.items()) + "}"
+    new = _replace_once(text, rf"^{LAUNCHER_CONTAINERS}: (\{{.*\}})$", flow, ROLE_VARS.name)
+    if yaml.safe_load(new)[LAUNCHER_CONTAINERS] != mapping:
+        raise SystemExit(f"{ROLE_VARS.name}: the mapping replaced is not {LAUNCHER_CONTAINERS}'s")
+    return new
+
+
 def rendered() -> dict[Path, str]:
     """Every generated file as it should read, by path."""
     texts: dict[Path, str] = {}
@@ -93,6 +113,7 @@ def rendered() -> dict[Path, str]:
     for option, names in ROLE_CHOICES:
         specs = specs_text(option, names(), specs)
     texts[ROLE_SPECS] = specs
+    texts[ROLE_VARS] = vars_text(ROLE_VARS.read_text())
     return texts
 
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import yaml
 
-from benchrunner import cli, frameworks, launchers, results
+from benchrunner import cli, containers, frameworks, launchers, results
 from benchrunner.job_defaults import DEFAULT_DATASET, DEFAULTS
 
 PROJECT = Path(__file__).resolve().parents[2]
 ROLE = PROJECT / "roles" / "benchrunner"
 ROLE_SPECS = ROLE / "meta" / "argument_specs.yml"
+ROLE_VARS = ROLE / "vars" / "main.yml"
 # The role's variables that set a job key benchrunner has a default for, and that key: unset, they are left out of
 # the request (`| default(none)` in vars/main.yml), so benchrunner's default applies.
 LEFT_TO_BENCHRUNNER = {
@@ -78,6 +79,25 @@ def test_make_docs_writes_a_new_launcher_and_framework_into_every_list(monkeypat
     assert len(before) == len(after)
     assert [new.strip() for old, new in zip(before, after) if old != new] == [
         f"choices: [{', '.join(launchers.names())}]", "choices: [pytorch-ddp, zframework]"]
+    # The new launcher is in the role's map of what each launcher starts in a container, with its runtimes.
+    mapping = yaml.safe_load(texts[ROLE_VARS])[generator.LAUNCHER_CONTAINERS]
+    assert list(mapping) == [*launchers.names()] and mapping["zlauncher"] == list(launchers.get("mpirun").containers)
+
+
+def test_make_docs_writes_a_new_container_runtime_into_the_roles_choices_and_its_launchers(monkeypatch):
+    monkeypatch.setattr(containers, "names", lambda: ("charliecloud", "zruntime"))
+    monkeypatch.setattr(type(launchers.get("srun")), "containers", ("charliecloud", "zruntime"))
+    generator = _generator()
+    texts = generator.rendered()
+    options = yaml.safe_load(texts[ROLE_SPECS])["argument_specs"]["main"]["options"]
+    assert options["benchrunner_container"]["choices"] == ["none", "charliecloud", "zruntime"]
+    mapping = yaml.safe_load(texts[ROLE_VARS])[generator.LAUNCHER_CONTAINERS]
+    assert mapping["srun"] == ["charliecloud", "zruntime"]
+    assert {name: runtimes for name, runtimes in mapping.items() if name != "srun"} == {
+        name: list(launchers.get(name).containers) for name in launchers.names() if name != "srun"}
+    # Only that one line of the vars changed.
+    before, after = ROLE_VARS.read_text().splitlines(), texts[ROLE_VARS].splitlines()
+    assert len(before) == len(after) and sum(old != new for old, new in zip(before, after)) == 1
 
 
 def test_every_framework_setting_is_recorded_by_the_rank_result_schema():

@@ -167,9 +167,11 @@ def test_a_node_whose_copy_differs_is_named_with_both_digests_before_the_job_sta
         "Run the job, then gather every rank's results")
 
 
-# The conversion script, with podman-free stand-ins for the converters that log their command line and write a file.
+# The conversion script, with podman-free stand-ins for the converters that log their command line (and a scratch
+# folder outside the cache's work folder) and write a file.
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $*" >> "$CALLS"
+[ "${TMPDIR%/*}" = "$CACHE_RUNTIME" ] || echo "TMPDIR $TMPDIR" >> "$CALLS"
 out=""
 case $(basename "$0") in
   ch-convert) for a; do out=$a; done ;;
@@ -193,7 +195,8 @@ def converters(tmp_path):
     def convert(runtime: str, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
         done = subprocess.run([str(CONVERT), runtime, "localhost/hpcml-benchrunner:cpu", IMAGE_ID, str(tmp_path / "cache")],
                               capture_output=True, text=True, check=False,
-                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls), **env})
+                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls),
+                                   "CACHE_RUNTIME": str(tmp_path / "cache" / runtime), **env})
         lines = calls.read_text().splitlines() if calls.exists() else []
         calls.unlink(missing_ok=True)
         return done, lines

@@ -24,6 +24,9 @@ if [ ! -f "$out" ] || [ ! -f "$out.sha256" ]; then
   work=$(mktemp -d "$cache/$runtime/.converting.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   part=$work/image.$suffix
+  # The converters' scratch (the image exported whole, gigabytes) goes to the cache's disk, removed with the work
+  # folder: ch-convert and Apptainer take TMPDIR, Enroot its ENROOT_TEMP_PATH default ${TMPDIR:-/tmp}.
+  export TMPDIR=$work
   case $runtime in
     charliecloud) ch-convert -i podman -o squash "$image" "$part" ;;
     enroot) enroot import -o "$part" "podman://$image" ;;

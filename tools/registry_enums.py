@@ -48,6 +48,7 @@ SCHEMA_ENUMS: tuple[tuple[str, tuple[str, ...], Callable[[], tuple[str, ...]]], 
 ROLE_CHOICES: tuple[tuple[str, Callable[[], tuple[str, ...]]], ...] = (
     ("benchrunner_launcher", launchers.names),
     ("benchrunner_framework", frameworks.names),
+    ("benchrunner_container", lambda: ("none", *containers.names())),
 )
 
 

@@ -1,8 +1,14 @@
 """The lab end-to-end needs the lab running."""
 
+import subprocess
+
 import pytest
 
-from lab import LAB_INVENTORY, run_site
+from lab import LAB_INVENTORY, LAB_VARS, PROJECT, run_site
+
+# The image the lab inventory names (benchrunner_image): the MPIJob's, and the one the benchrunner role converts for a
+# container runtime.
+BENCHMARK_IMAGE = LAB_VARS["benchrunner_image"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -25,3 +31,12 @@ def provisioned(first_run) -> None:
     """The lab provisioned from this checkout (its benchrunner on the nodes). The modules that only run benchmarks on
     it share the first run instead of one provisioning run each (about 150 s apiece on 2 cores): test_site's tests
     that change the cluster by hand each put it back with a rerun of their own."""
+
+
+@pytest.fixture(scope="session")
+def benchmark_image() -> str:
+    """The benchmark image built from this checkout, once a session: the MPIJob emulation runs it, and the container
+    campaign's runs convert it for Charliecloud."""
+    subprocess.run(["make", "--no-print-directory", "image", f"IMAGE={BENCHMARK_IMAGE}"], cwd=PROJECT, check=True,
+                   capture_output=True)
+    return BENCHMARK_IMAGE

@@ -10,6 +10,8 @@ from benchrunner import playbooks
 
 PROJECT = Path(__file__).resolve().parents[2]
 LAB_INVENTORY = PROJECT / "inventory" / "lab" / "hosts.yml"
+# The settings the lab's inventory gives every host (benchrunner_image, where container images go on the nodes).
+LAB_VARS = yaml.safe_load((PROJECT / "inventory" / "lab" / "group_vars" / "all.yml").read_text())
 
 
 def run_site(**kwargs) -> playbooks.Outcome:

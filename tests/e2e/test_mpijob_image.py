@@ -14,9 +14,7 @@ from benchrunner import launchers, report, results, summary
 from benchrunner.launchers import mpijob as k8s_launcher
 from benchrunner.launchers.mpijob import submit
 from benchrunner.workload import Workload
-from lab import PROJECT
 
-IMAGE = "localhost/hpcml-benchrunner:cpu"
 NETWORK = "hpcml-mpijob-emu"
 NAMESPACE = "default"
 # Fixed addresses stand in for the cluster DNS that resolves <pod>.<job>.<ns>.svc through the job's Service.
@@ -35,13 +33,6 @@ CONFIG_MOUNT = "/etc/mpi"
 
 def podman(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["podman", *argv], capture_output=True, text=True, check=check)
-
-
-@pytest.fixture(scope="module")
-def image():
-    subprocess.run(["make", "--no-print-directory", "image", f"IMAGE={IMAGE}"], cwd=PROJECT, check=True,
-                   capture_output=True)
-    return IMAGE
 
 
 def worker_names(job: str, workers: int) -> list[str]:
@@ -108,14 +99,14 @@ def remove_pods() -> None:
     ("pytorch-fsdp", {"model": "llama-tiny", "sequence_length": 64, "batch_size": 4},
      {"torch": "2.13.0+cpu", "backend": "gloo"}),
 ])
-def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(image, operator_wiring, framework,
+def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(benchmark_image, operator_wiring, framework,
                                                                              settings, versions):
     ssh, tmp_path = operator_wiring
     run_id = f"e2e-mpijob-{framework}"
     workload = Workload.from_mapping({"framework": framework, **settings, "warmup_steps": 2, "measured_steps": 5})
     job = launchers.Job(run_id=run_id, output_dir=f"/tmp/benchrunner/{run_id}/raw", ranks=2,
                         stack="k8s", launcher="mpijob", network="overlay", workload=workload)
-    manifest = k8s_launcher.mpijob_manifest(job, k8s_launcher.MPIJob.Settings(image=image))
+    manifest = k8s_launcher.mpijob_manifest(job, k8s_launcher.MPIJob.Settings(image=benchmark_image))
     name, spec = manifest["metadata"]["name"], manifest["spec"]
     specs = spec["mpiReplicaSpecs"]
     workers = worker_names(name, specs["Worker"]["replicas"])
@@ -139,7 +130,7 @@ def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(ima
         env = [*pod_env(worker, f"emulated-node-{i}"), "K_MPI_JOB_ROLE=worker"]
         podman("run", "-d", "--rm", "--name", host, "--hostname", host, "--ip", addresses[host], *common,
                *[arg for item in env for arg in ("-e", item)],
-               "--entrypoint", worker["command"][0], image, *worker["command"][1:])
+               "--entrypoint", worker["command"][0], benchmark_image, *worker["command"][1:])
     # WaitForWorkersReady: the launcher is created once every worker pod is Ready; with no readiness probe that is
     # its container running, not sshd listening (hence ConnectionAttempts=10 below).
     for host in workers:
@@ -152,7 +143,7 @@ def test_the_mpijob_trains_in_the_image_and_its_results_come_back_in_the_log(ima
     run = podman("run", "--rm", "--name", f"{name}-launcher", "--hostname", f"{name}-launcher",
                  "--ip", addresses[f"{name}-launcher"], *common, "-v", f"{config}:{CONFIG_MOUNT}:ro,Z",
                  *[arg for item in env for arg in ("-e", item)],
-                 "--entrypoint", launcher["command"][0], image, *launcher["command"][1:], check=False)
+                 "--entrypoint", launcher["command"][0], benchmark_image, *launcher["command"][1:], check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     run_dir = tmp_path / job.run_id
     written, missing = submit.write_collected(run.stdout + run.stderr, run_dir, run_dir / "raw",

@@ -83,7 +83,8 @@ def test_make_docs_writes_a_new_launcher_framework_and_runtime_into_every_list(m
     before, after = ROLE_SPECS.read_text().splitlines(), texts[ROLE_SPECS].splitlines()
     assert len(before) == len(after)
     assert [new.strip() for old, new in zip(before, after) if old != new] == [
-        f"choices: [{', '.join(launchers.names())}]", "choices: [pytorch-ddp, zframework]"]
+        f"choices: [{', '.join(launchers.names())}]", "choices: [pytorch-ddp, zframework]",
+        f"choices: [none, {', '.join(containers.names())}]"]
     # The role's launcher facts gain its block, and nothing else of the role's vars changes.
     facts = yaml.safe_load(texts[ROLE_VARS])[generator.LAUNCHER_FACTS]
     assert list(facts) == [*launchers.names()] and facts["zlauncher"] == facts["mpirun"]
@@ -148,6 +149,23 @@ def test_the_name_scan_finds_each_way_a_name_was_compared(tmp_path):
         (start + offset, line.strip()) for offset, line in enumerate(planted)]
     # A name that is no comparison's is not one: a launcher's facts by name, a file named after it.
     assert compared_names("  mpijob:\n    '--manifest-out', dir ~ '/mpijob.yaml'\n", names) == []
+
+
+def test_make_docs_writes_a_new_container_runtime_into_the_roles_choices_and_its_launchers(monkeypatch):
+    monkeypatch.setattr(containers, "names", lambda: ("charliecloud", "zruntime"))
+    monkeypatch.setattr(type(launchers.get("srun")), "containers", ("charliecloud", "zruntime"))
+    generator = _generator()
+    texts = generator.rendered()
+    options = yaml.safe_load(texts[ROLE_SPECS])["argument_specs"]["main"]["options"]
+    assert options["benchrunner_container"]["choices"] == ["none", "charliecloud", "zruntime"]
+    facts = yaml.safe_load(texts[ROLE_VARS])[generator.LAUNCHER_FACTS]
+    mapping = {name: fact["containers"] for name, fact in facts.items()}
+    assert mapping["srun"] == ["charliecloud", "zruntime"]
+    assert {name: runtimes for name, runtimes in mapping.items() if name != "srun"} == {
+        name: list(launchers.get(name).containers) for name in launchers.names() if name != "srun"}
+    # Only srun's facts changed in the vars.
+    before, after = ROLE_VARS.read_text().splitlines(), texts[ROLE_VARS].splitlines()
+    assert len(before) == len(after) and sum(old != new for old, new in zip(before, after)) == 1
 
 
 def test_every_framework_setting_is_recorded_by_the_rank_result_schema():

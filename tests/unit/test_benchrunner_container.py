@@ -1,0 +1,243 @@
+"""The benchrunner role's container: preflight refuses a runtime the nodes lack, a launcher that cannot start one and a
+missing image; the image is converted once per runtime and image ID; every node's copy is checked against the control
+host's digest; the job names the image and its digest. The role's own expressions, rendered by Ansible's templar in
+this process (no play), and its conversion script run with stand-ins for the converters."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from typing import Any
+
+import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
+from ansible.template import Templar, trust_as_template
+
+from unit_paths import PROJECT
+
+ROLE = PROJECT / "roles" / "benchrunner"
+CONVERT = ROLE / "files" / "convert-image.sh"
+LOADER = DataLoader()
+# The job request's lookups (the checkout's commit) need Ansible's plugins.
+init_plugin_loader()
+IMAGE_ID = "f" * 64
+DIGEST = "sha256:" + "a" * 64
+# What container_image.yml keeps on the control host.
+CONTROL_HOST = {"_benchrunner_container_prepared": {"path": f"/cache/containers/charliecloud/{IMAGE_ID}.sqfs",
+                                                    "digest": DIGEST, "changed": False}}
+
+
+def tasks(file: str) -> dict[str, dict]:
+    return {task["name"]: task for task in LOADER.load_from_file(str(ROLE / "tasks" / file), trusted_as_template=True)}
+
+
+def templar(**settings: Any) -> Templar:
+    """The role's defaults and vars under these settings, on a bare-metal cluster with a Slurm controller whose
+    nodes have Charliecloud, the image converted as container_image.yml keeps it."""
+    variables: dict[str, Any] = {}
+    for part in (PROJECT / "roles" / "cluster" / "defaults", ROLE / "defaults", ROLE / "vars"):
+        variables.update(LOADER.load_from_file(str(part / "main.yml"), trusted_as_template=True))
+    variables.update({
+        "playbook_dir": str(PROJECT / "playbooks"), "cluster_stack": "baremetal",
+        "cluster_slurm_controller_group": "slurm_controller",
+        "groups": {"slurm_controller": ["head"], "nodes": ["node1", "node2"]}, "cluster_container_runtimes": ["charliecloud"],
+        "benchrunner_container": "charliecloud", "benchrunner_job": {}, "inventory_hostname": "node1",
+        "hostvars": {"localhost": CONTROL_HOST, "node1": {}, "node2": {}},
+        **settings})
+    return Templar(loader=LOADER, variables=variables)
+
+
+def asserted(file: str, name: str, **settings: Any) -> tuple[bool, str]:
+    """Whether the role's assert passes under these settings, and the message it fails with."""
+    check = tasks(file)[name]["ansible.builtin.assert"]
+    that = check["that"] if isinstance(check["that"], list) else [check["that"]]
+    variables = templar(**settings)
+    if "vars" in tasks(file)[name]:
+        variables = templar(**settings, **tasks(file)[name]["vars"])
+    return all(variables.evaluate_conditional(c) for c in that), " ".join(variables.template(check["fail_msg"]).split())
+
+
+def test_a_runtime_the_nodes_lack_is_refused_naming_those_they_have():
+    ok, message = asserted("container_image.yml", "Check the nodes have the container runtime",
+                           benchrunner_container="enroot", cluster_container_runtimes=["charliecloud"])
+    assert not ok
+    assert message == ("benchrunner_container is enroot, which the nodes do not have: cluster_container_runtimes lists "
+                       "charliecloud. Add it there (the hpc_containers role installs it), or set benchrunner_container "
+                       "to one of: none, charliecloud.")
+    assert asserted("container_image.yml", "Check the nodes have the container runtime")[0]
+
+
+def test_a_launcher_that_cannot_start_a_container_is_refused_naming_those_that_can():
+    ok, message = asserted("container_image.yml", "Check the launcher can start ranks in the container",
+                           benchrunner_launcher="horovodrun")
+    assert not ok
+    launchers = templar().template(trust_as_template("{{ _benchrunner_launchers }}"))
+    able = ", ".join(sorted(name for name, facts in launchers.items() if "charliecloud" in facts["containers"]))
+    assert message == ("benchrunner_launcher horovodrun cannot start ranks in a charliecloud container (it takes no "
+                       f"container). Launchers that can: {able}; or set benchrunner_container to none.")
+    # The launcher a campaign's job names is the one checked; srun is the lab's default.
+    assert asserted("container_image.yml", "Check the launcher can start ranks in the container")[0]
+    assert not asserted("container_image.yml", "Check the launcher can start ranks in the container",
+                        benchrunner_job={"launcher": "mpijob"})[0]
+
+
+def test_a_missing_image_is_refused_naming_the_setting_and_how_to_build_it():
+    missing = {"rc": 125, "stderr": "Error: localhost/hpcml-benchrunner:cpu: image not known\n", "stdout": ""}
+    ok, message = asserted("container_image.yml", "Refuse a container without the benchmark image",
+                           _benchrunner_container_source=missing, benchrunner_image="localhost/hpcml-benchrunner:cpu")
+    assert not ok
+    assert message == ("benchrunner_container is charliecloud, but the control host's podman has no image "
+                       "localhost/hpcml-benchrunner:cpu (benchrunner_container_source_image) to convert: Error: "
+                       "localhost/hpcml-benchrunner:cpu: image not known. Build it with `make image` "
+                       "(benchrunner/Containerfile).")
+
+
+def test_preflight_refuses_before_the_image_is_converted():
+    names = list(tasks("container_image.yml"))
+    assert names.index("Convert the benchmark image once per image ID, for {{ benchrunner_container }}") > max(
+        names.index(n) for n in names if n.startswith(("Check", "Refuse")))
+    # resolve.yml prepares the image before benchrunner resolves the job that names it.
+    resolve = list(tasks("resolve.yml"))
+    assert resolve.index("Prepare the job's container image") < resolve.index("Resolve the job on the control host")
+
+
+def test_the_job_names_the_image_on_the_nodes_and_its_digest():
+    request = templar(benchrunner_container_image_dir="/shared/containers").template(REQUEST)
+    assert request["container"] == {"runtime": "charliecloud", "image": f"/shared/containers/{IMAGE_ID}.sqfs",
+                                    "digest": DIGEST}
+    # In the virtualenv the job has no container key: benchrunner reads its absence as none.
+    assert "container" not in templar(benchrunner_container="none").template(REQUEST)
+
+
+REQUEST = trust_as_template("{{ _benchrunner_job_request }}")
+
+
+def node_digests(**by_node: str | None) -> dict[str, dict]:
+    """hostvars of the job's nodes with their copy's stat (None: no file there)."""
+    return {node: {"_benchrunner_container_there": {"stat": {"exists": True, "checksum": digest} if digest else
+                                                    {"exists": False}}} for node, digest in by_node.items()}
+
+
+def copy_when(task: str, node: str, shared: bool, **by_node: str | None) -> bool:
+    hostvars = {"localhost": CONTROL_HOST, **node_digests(**by_node)}
+    variables = templar(hostvars=hostvars, inventory_hostname=node, benchrunner_container_image_shared=shared,
+                        _benchrunner_container_there=hostvars[node]["_benchrunner_container_there"],
+                        _benchrunner_placed={"hosts": list(by_node)})
+    return variables.evaluate_conditional(tasks("container_copy.yml")[task]["when"])
+
+
+def test_the_image_is_copied_once_to_a_shared_folder_and_to_each_node_that_lacks_it_otherwise():
+    good, stale = "a" * 64, "b" * 64
+    shared = "Copy the image to the shared folder, once, where a node has another"
+    each = "Copy the image to each node that has another"
+    assert copy_when(shared, "node1", True, node1=good, node2=None)
+    assert copy_when(shared, "node1", True, node1=good, node2=stale)
+    assert not copy_when(shared, "node1", True, node1=good, node2=good)
+    assert not copy_when(each, "node1", True, node1=None, node2=None)
+    assert copy_when(each, "node2", False, node1=good, node2=stale)
+    assert not copy_when(each, "node1", False, node1=good, node2=stale)
+    assert not copy_when(shared, "node1", False, node1=None, node2=None)
+
+
+def test_a_node_whose_copy_differs_is_named_with_both_digests_before_the_job_starts():
+    name = "Check every node's image is the one the control host converted"
+    stale = {"stat": {"exists": True, "checksum": "b" * 64}}
+    skipped = {"skipped": True, "changed": False}
+    ok, message = asserted("container_copy.yml", name, inventory_hostname="node2", _benchrunner_container_there=stale,
+                           _benchrunner_container_copied=skipped,
+                           benchrunner_container_image_dir="/shared/containers", benchrunner_container_image_shared=True)
+    assert not ok
+    assert message == (f"node2's /shared/containers/{IMAGE_ID}.sqfs has digest sha256:{'b' * 64}, not the control "
+                       f"host's {DIGEST} (/cache/containers/charliecloud/{IMAGE_ID}.sqfs): on a shared folder "
+                       "(benchrunner_container_image_shared) this node sees another filesystem than the others, or the "
+                       "file changed after it was copied. No rank started.")
+    missing = {"stat": {"exists": False}}
+    ok, message = asserted("container_copy.yml", name, _benchrunner_container_there=missing,
+                           _benchrunner_container_copied=skipped)
+    assert not ok and "has digest none (no file), not the control host's" in message
+    # The digest read again after a copy is the one judged.
+    fresh = {"changed": False, "stat": {"exists": True, "checksum": "a" * 64}}
+    assert asserted("container_copy.yml", name, _benchrunner_container_there=stale, _benchrunner_container_copied=fresh)[0]
+    # The run copies and checks before it launches anything.
+    run = list(tasks("run.yml"))
+    assert run.index("Put the container image on the job's nodes and check its digest on each") < run.index(
+        "Run the job, then gather every rank's results")
+
+
+# The conversion script, with podman-free stand-ins for the converters that log their command line (and a scratch
+# folder outside the cache's work folder) and write a file.
+STAND_IN = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$CALLS"
+[ "${TMPDIR%/*}" = "$CACHE_RUNTIME" ] || echo "TMPDIR $TMPDIR" >> "$CALLS"
+out=""
+case $(basename "$0") in
+  ch-convert) for a; do out=$a; done ;;
+  enroot) out=$3 ;;
+  apptainer) out=$2 ;;
+  podman) for a; do [ "$prev" = -o ] && out=$a; prev=$a; done ;;
+esac
+[ -n "${NO_OUTPUT:-}" ] || echo image > "$out"
+"""
+
+
+@pytest.fixture
+def converters(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("ch-convert", "enroot", "apptainer", "podman"):
+        (bin_dir / name).write_text(STAND_IN)
+        (bin_dir / name).chmod(0o755)
+    calls = tmp_path / "calls"
+
+    def convert(runtime: str, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+        done = subprocess.run([str(CONVERT), runtime, "localhost/hpcml-benchrunner:cpu", IMAGE_ID, str(tmp_path / "cache")],
+                              capture_output=True, text=True, check=False,
+                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls),
+                                   "CACHE_RUNTIME": str(tmp_path / "cache" / runtime), **env})
+        lines = calls.read_text().splitlines() if calls.exists() else []
+        calls.unlink(missing_ok=True)
+        return done, lines
+
+    return convert, tmp_path / "cache"
+
+
+@pytest.mark.parametrize(("runtime", "suffix", "commands"), [
+    ("charliecloud", "sqfs", ["ch-convert -i podman -o squash localhost/hpcml-benchrunner:cpu {work}/image.sqfs"]),
+    ("enroot", "sqsh", ["enroot import -o {work}/image.sqsh podman://localhost/hpcml-benchrunner:cpu"]),
+    ("apptainer", "sif", ["podman save --format docker-archive -o {work}/image.tar localhost/hpcml-benchrunner:cpu",
+                          "apptainer build {work}/image.sif docker-archive:{work}/image.tar"]),
+])
+def test_the_image_is_converted_once_per_runtime_and_image_id(converters, runtime, suffix, commands):
+    convert, cache = converters
+    done, calls = convert(runtime)
+    assert done.returncode == 0, done.stderr
+    out = cache / runtime / f"{IMAGE_ID}.{suffix}"
+    digest = subprocess.run(["sha256sum", str(out)], capture_output=True, text=True, check=True).stdout.split()[0]
+    assert json.loads(done.stdout) == {"path": str(out), "digest": f"sha256:{digest}", "changed": True}
+    # The converter writes into a work folder beside the cache's files, moved in only once it is done.
+    work = re.search(rf"{re.escape(str(cache / runtime))}/\.converting\.\w+", calls[0]).group(0)
+    assert calls == [c.format(work=work) for c in commands]
+    # Converted work folders do not stay behind; the same image ID again converts nothing.
+    assert sorted(p.name for p in (cache / runtime).iterdir()) == [out.name, f"{out.name}.sha256"]
+    again, calls = convert(runtime)
+    assert again.returncode == 0 and calls == []
+    assert json.loads(again.stdout) == {"path": str(out), "digest": f"sha256:{digest}", "changed": False}
+
+
+def test_a_converter_that_writes_nothing_fails_and_caches_nothing(converters):
+    convert, cache = converters
+    done, _ = convert("charliecloud", NO_OUTPUT="1")
+    assert done.returncode == 1 and "charliecloud's converter left no image at" in done.stderr
+    assert list((cache / "charliecloud").iterdir()) == []
+    done, _ = convert("docker")
+    assert done.returncode == 2 and "unknown runtime 'docker' (apptainer, charliecloud, enroot)" in done.stderr
+
+
+def test_the_lab_puts_container_images_in_the_shared_folder_its_nodes_mount():
+    lab = LOADER.load_from_file(str(PROJECT / "roles" / "lab" / "defaults" / "main.yml"))
+    inventory = LOADER.load_from_file(str(PROJECT / "inventory" / "lab" / "group_vars" / "all.yml"))
+    assert inventory["benchrunner_container_image_shared"] is True
+    assert inventory["benchrunner_container_image_dir"].startswith(lab["lab_shared_dir"] + "/")

@@ -387,6 +387,9 @@ def in_container(document, slower, **versions):
     moved["run_id"] += "-charliecloud"
     moved["container"] = IMAGE
     moved["throughput"]["total_per_sec"] *= slower
+    # Its spread over batch means scales with it: the same relative width.
+    within = moved["throughput"]["total_batch_means"]
+    moved["throughput"]["total_batch_means"] = {k: v if k == "n" else v * slower for k, v in within.items()}
     moved["versions"] |= versions
     return moved
 
@@ -428,10 +431,6 @@ def test_a_missing_pair_is_said_not_left_out(lab_summaries):
     # The virtualenv's runs failed instead.
     table = report.container_table([in_container(s, 0.8) for s in lab_summaries])
     assert cells(table, "difference") == ["no none (virtualenv) run of this point completed (failed or not run)"]
-    # One container run, one of the virtualenv: a ratio, but no interval from one run.
-    table = report.container_table([lab_summaries[0], in_container(lab_summaries[1], 1.0)])
-    assert cells(table, "value") == [f"{2635.6401463916254 / 2209.3219470619842:.3f}"]
-    assert cells(table, "95% CI (approx.)") == ["- (1 run)"]
 
 
 def test_a_launcher_that_starts_no_container_misses_no_pair(lab_summaries, monkeypatch):
@@ -446,3 +445,60 @@ def test_the_campaign_page_has_the_container_section_and_its_image(lab_summaries
     assert "## Throughput in a container relative to the virtualenv" in text
     assert "| small_cnn synthetic b32 32px | slurm | charliecloud / none | 2 | 0.800 | +/- 1.265 | -20.0% | none |" in text
     assert f"container charliecloud: image /srv/benchrunner/images/benchrunner.sqfs ({IMAGE['digest']})" in text
+
+
+# By hand, from the two lab runs' summaries: run 1's 2635.640 images/s over run 0's 2209.322 is 1.19296. Their spreads
+# over 10 batch means of consecutive steps: run 0's 95% CI 1989.140 - 2799.081 about 2394.110, relative half-width
+# 404.971 / 2394.110 = 0.169153; run 1's 2438.286 - 2918.127 about 2678.206, 239.920 / 2678.206 = 0.089582. The
+# ratio's half-width: 1.19296 x sqrt(0.169153^2 + 0.089582^2) = 1.19296 x 0.191410 = 0.228345.
+ONE_RUN_A_SIDE = ("1.193", "+/- 0.228 (batch means, 1 run)", "+19.3%")
+
+
+def on_k8s(document):
+    """The run as if measured on the Kubernetes stack."""
+    moved = copy.deepcopy(document)
+    moved["run_id"] += "-k8s"
+    moved["stack"] = moved["provenance"]["stack"] = "k8s"
+    return moved
+
+
+def test_one_run_a_side_takes_its_interval_from_each_runs_batch_means_and_says_so(lab_summaries):
+    table = report.container_table([lab_summaries[0], in_container(lab_summaries[1], 1.0)])
+    assert rows(table)[0][4:7] == ONE_RUN_A_SIDE
+    assert "labelled (batch means, 1 run): spread within one run, not between repeats" in table.note
+    (found,) = report.ratios(report.series([lab_summaries[0], in_container(lab_summaries[1], 1.0)], report._runtime,
+                                           pooled=("container",)), "none", bound=())
+    assert (found.interval, found.half_width) == (report.BATCH_MEANS, pytest.approx(0.228345, abs=1e-6))
+
+
+def test_a_stack_ratio_of_one_run_a_side_takes_the_same_interval(lab_summaries):
+    k8s = on_k8s(lab_summaries[1])
+    table = report.ratio_table(report.ratios(report.series([lab_summaries[0], k8s], by_stack), "slurm"), "slurm")
+    assert rows(table) == [("small_cnn synthetic b32 32px", "k8s / slurm", "2", *ONE_RUN_A_SIDE)]
+    assert "(batch means, 1 run): spread within one run" in table.note
+
+
+def test_repeats_on_one_side_and_one_run_on_the_other_say_which_is_which(lab_summaries):
+    table = report.container_table([lab_summaries[0], *(in_container(s, 0.8) for s in lab_summaries)])
+    # The container's two repeats keep their relative half-width 1.11803 (see above), the virtualenv's one run its
+    # batch means' 0.169153: 0.8 x 2422.481 / 2209.322 = 0.87718, +/- 0.87718 x sqrt(1.11803^2 + 0.169153^2) = 0.99192.
+    assert rows(table)[0][4:6] == ("0.877", "+/- 0.992 (batch means of the 1-run side, repeats of the other)")
+
+
+def test_a_single_run_without_batch_means_gives_no_interval(lab_summaries):
+    short = copy.deepcopy(lab_summaries[0])
+    short["throughput"]["total_batch_means"] = None  # too few steps for batch means
+    table = report.container_table([short, in_container(lab_summaries[1], 1.0)])
+    assert cells(table, "value") == ["1.193"] and cells(table, "95% CI (approx.)") == ["- (1 run)"]
+    # Nor from one batch mean, whose interval would have no width.
+    short["throughput"]["total_batch_means"] = {**lab_summaries[0]["throughput"]["total_batch_means"], "n": 1}
+    assert cells(report.container_table([short, in_container(lab_summaries[1], 1.0)]), "95% CI (approx.)") == [
+        "- (1 run)"]
+
+
+def test_the_page_labels_a_batch_means_interval(lab_summaries, tmp_path):
+    k8s = on_k8s(lab_summaries[1])
+    report.write(tmp_path / "report", "Campaign lab", [lab_summaries[0], k8s], [], by_stack, ["intro"])
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<td>+/- 0.228 (batch means, 1 run)</td>" in page
+    assert (tmp_path / "report" / "plots" / "ratio.png").read_bytes().startswith(b"\x89PNG")

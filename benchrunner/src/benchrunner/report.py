@@ -75,6 +75,15 @@ class Series:
         one_unit(runs, self.workload)
         return stats.describe([s["throughput"]["total_per_sec"] for s in runs])
 
+    def spread(self, gpus: int) -> stats.Summary | None:
+        """The interval a ratio takes for this side: over repeats where there are two or more runs, else the one run's
+        over batch means of consecutive steps; None where that run has none (too few steps)."""
+        runs = self.by_gpus[gpus]
+        if len(runs) > 1:
+            return self.throughput(gpus)
+        within = runs[0]["throughput"]["total_batch_means"]
+        return stats.Summary(**within) if within and within["n"] > 1 else None
+
 
 def one_unit(summaries: list[dict[str, Any]], what: str) -> str:
     """The one unit these runs' throughput is in; runs in different units are refused, never added or divided."""
@@ -275,11 +284,20 @@ def scaling_table(all_series: list[Series]) -> Table:
                  "Efficiency = measured throughput / (throughput at the smallest GPU count x GPUs / that count).")
 
 
-def ratio(a: stats.Summary, b: stats.Summary) -> tuple[float, float]:
-    """b/a and the half-width of its approximate 95% CI (first-order propagation of both CIs)."""
+def ratio(a: stats.Summary, b: stats.Summary,
+          spread: tuple[stats.Summary, stats.Summary] | None = None) -> tuple[float, float]:
+    """b/a and the half-width of its approximate 95% CI: first-order propagation of both means' CIs, or of `spread`'s
+    (another interval of each side, such as one run's over its batch means), each relative to its own mean."""
     value = b.mean / a.mean
-    rel = math.hypot((a.ci95_high - a.mean) / a.mean, (b.ci95_high - b.mean) / b.mean)
+    rel = math.hypot(*((s.ci95_high - s.mean) / s.mean for s in spread or (a, b)))
     return value, value * rel
+
+
+# What a ratio's interval is over, as its cell says it: every side's repeats (said by no label), or, where a side has
+# a single run, that run's batch means of consecutive steps, which is within one run and never a repeat interval.
+REPEATS = "repeats"
+BATCH_MEANS = "batch means, 1 run"
+SOME_BATCH_MEANS = "batch means of the 1-run side, repeats of the other"
 
 
 @dataclass(frozen=True)
@@ -288,9 +306,22 @@ class Ratio:
     variant: str
     gpus: int
     value: float
-    half_width: float
-    # Fewer than two runs on either side: no interval can be given.
-    repeated: bool
+    # None: a side has one run and that run no batch means (too few steps): no interval can be given.
+    half_width: float | None
+    # REPEATS, BATCH_MEANS or SOME_BATCH_MEANS; None with no interval.
+    interval: str | None
+
+
+def _ratio(ref: Series, s: Series, gpus: int) -> Ratio:
+    """s's throughput over ref's at `gpus`, with the interval its runs allow (see REPEATS)."""
+    a, b = ref.throughput(gpus), s.throughput(gpus)
+    if min(a.n, b.n) > 1:
+        return Ratio(s.workload, s.variant, gpus, *ratio(a, b), interval=REPEATS)
+    spread_a, spread_b = ref.spread(gpus), s.spread(gpus)
+    if spread_a is None or spread_b is None:
+        return Ratio(s.workload, s.variant, gpus, b.mean / a.mean, None, None)
+    interval = BATCH_MEANS if max(a.n, b.n) == 1 else SOME_BATCH_MEANS
+    return Ratio(s.workload, s.variant, gpus, *ratio(a, b, (spread_a, spread_b)), interval=interval)
 
 
 def ratios(all_series: list[Series], reference: str, bound: Iterable[str] = STACK_BOUND_AXES) -> list[Ratio]:
@@ -305,9 +336,7 @@ def ratios(all_series: list[Series], reference: str, bound: Iterable[str] = STAC
         if ref.unit != s.unit:
             raise results.ResultError(f"{s.workload}: {s.variant} counts {s.unit}, {reference} {ref.unit}: no ratio "
                                       "between runs of different units")
-        for gpus in sorted(set(ref.by_gpus) & set(s.by_gpus)):
-            a, b = ref.throughput(gpus), s.throughput(gpus)
-            out.append(Ratio(s.workload, s.variant, gpus, *ratio(a, b), repeated=min(a.n, b.n) > 1))
+        out.extend(_ratio(ref, s, gpus) for gpus in sorted(set(ref.by_gpus) & set(s.by_gpus)))
     return out
 
 
@@ -331,9 +360,23 @@ def unmatched(all_series: list[Series], reference: str) -> Table | None:
                  "Pool an axis on purpose with --pool AXIS; the report then says which it pooled.")
 
 
+def _ratio_interval(r: Ratio) -> str:
+    """A ratio's interval, saying what it is over where that is not every side's repeats."""
+    if r.half_width is None:
+        return "- (1 run)"
+    return f"+/- {r.half_width:.3f}" + ("" if r.interval == REPEATS else f" ({r.interval})")
+
+
 def _ratio_cells(r: Ratio) -> tuple[str, str, str]:
     """A ratio's value, its interval and the difference it makes."""
-    return (f"{r.value:.3f}", f"+/- {r.half_width:.3f}" if r.repeated else "- (1 run)", f"{100 * (r.value - 1):+.1f}%")
+    return f"{r.value:.3f}", _ratio_interval(r), f"{100 * (r.value - 1):+.1f}%"
+
+
+# How a ratio table's notes say what its intervals are over.
+INTERVAL_NOTE = ("The interval propagates both sides' 95% intervals of the mean over repeats; where a side has a "
+                 f"single run, that run's over batch means of consecutive steps, labelled ({BATCH_MEANS}): spread "
+                 "within one run, not between repeats, so it leaves out what varies from run to run. - (1 run): a side's one "
+                 "run has too few steps for batch means.")
 
 
 def ratio_table(found: list[Ratio], reference: str) -> Table | None:
@@ -341,7 +384,7 @@ def ratio_table(found: list[Ratio], reference: str) -> Table | None:
         return None
     rows = [(r.workload, f"{r.variant} / {reference}", str(r.gpus), *_ratio_cells(r)) for r in found]
     return Table(f"Throughput relative to {reference}", ("workload", "ratio", "GPUs", "value", "95% CI (approx.)",
-                                                          "difference"), rows)
+                                                          "difference"), rows, INTERVAL_NOTE)
 
 
 def _runtime(document: dict[str, Any]) -> str:
@@ -399,9 +442,8 @@ def container_table(summaries: list[dict[str, Any]], runtimes: Iterable[str] = (
     return Table("Throughput in a container relative to the virtualenv", (
         "workload", "stack", "ratio", "GPUs", "value", "95% CI (approx.)", "difference",
         "versions that differ (container vs virtualenv)"), rows,
-        "Between runs of one stack alike in workload, framework, launcher, network and GPU count; the interval "
-        "propagates both means' 95% intervals over repeats, as the stack ratios do. MISSING: one side of the pair has "
-        "no completed run (the campaign's failed runs are listed above).")
+        "Between runs of one stack alike in workload, framework, launcher, network and GPU count. " + INTERVAL_NOTE
+        + " MISSING: one side of the pair has no completed run (the campaign's failed runs are listed above).")
 
 
 def container_lines(summaries: list[dict[str, Any]]) -> list[str]:
@@ -514,11 +556,14 @@ def ratio_plot(found: list[Ratio], reference: str, path: Path) -> Path:
         xs, ys, es = lines[f"{r.workload} {r.variant} / {reference}"]
         xs.append(r.gpus)
         ys.append(r.value)
-        es.append(r.half_width)
+        # No bar where there is no interval, rather than one of no width.
+        es.append(math.nan if r.half_width is None else r.half_width)
     for label, (xs, ys, es) in lines.items():
         ax.errorbar(xs, ys, yerr=es, marker="o", capsize=4, label=label)
     ax.axhline(1.0, color="grey", linewidth=1)
-    ax.set(xlabel="GPUs (ranks)", ylabel="throughput ratio", title=f"Relative to {reference}",
+    within = any(r.interval not in (REPEATS, None) for r in found)
+    ax.set(xlabel="GPUs (ranks)", ylabel="throughput ratio",
+           title=f"Relative to {reference}, 95% CI" + (" (over batch means where a side has 1 run)" if within else ""),
            xticks=sorted({x for xs, _, _ in lines.values() for x in xs}))
     ax.legend(fontsize="small")
     return _save(plt, fig, path)

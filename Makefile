@@ -9,11 +9,11 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_DEPRECATION_WARNINGS := False
 export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 # Debian packages the control host needs for the lab and the tests. Podman 4.3 runs CNI networks, whose
-# containers resolve each other's names only through the dnsname plugin. charliecloud-builders (0.31) has ch-convert,
-# which turns the benchmark image into the SquashFS file Charliecloud runs (with squashfs-tools' mksquashfs, a
-# dependency; so are buildah and docker.io, which the conversion from podman does not use).
+# containers resolve each other's names only through the dnsname plugin. squashfs-tools' mksquashfs packs the
+# benchmark image into the SquashFS file Charliecloud runs (the role's convert-image.sh takes ch-convert's steps:
+# charliecloud-builders would bring a Docker engine, docker.io, and buildah for nothing).
 HOST_PACKAGES := podman runc mmdebstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates \
-  golang-github-containernetworking-plugin-dnsname charliecloud-builders
+  golang-github-containernetworking-plugin-dnsname squashfs-tools
 
 .PHONY: help docs deps demo-deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack bench-campaign image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
 

@@ -232,6 +232,18 @@ def test_a_job_document_longer_or_deeper_than_any_job_is_refused_before_it_is_pa
     assert "job document on standard input: arrays and objects nested more than 64 deep" in capsys.readouterr().err
 
 
+def test_the_play_gets_the_mount_points_its_container_binds_with_the_kind_the_image_must_hold():
+    # The role makes them in Charliecloud's read-only image before it packs it (ch-run 0.31 cannot).
+    inventory = {"node-a": "n1", "node-b": "n2", "node-c": "n3"}
+    container = {"runtime": "charliecloud", "image": "/shared/containers/i.sqfs"}
+    placed = job_document.placement(request(ranks=2, container=container,
+                                            workload={"data": "images", "data_dir": "/data/cxr"}), inventory)
+    assert placed["mounts"] == [{"path": "/var/lib/hpcml/results", "kind": "directory"},
+                                {"path": "/data/cxr", "kind": "directory"}, {"path": "/dev/shm", "kind": "directory"},
+                                {"path": "/etc/machine-id", "kind": "file"}]
+    assert [m["path"] for m in placed["mounts"]] == list(job_document.plan(placed["job"]).job.container.mounts)
+
+
 def test_the_play_gets_the_job_its_hosts_by_inventory_name_and_the_files_the_launcher_leaves(tmp_path, capsys):
     inventory = {"node-a": "n1", "node-b": "n2", "node-c": "n3"}
     asked = {k: v for k, v in request(ranks=2).items() if k != "hosts"}
@@ -244,6 +256,7 @@ def test_the_play_gets_the_job_its_hosts_by_inventory_name_and_the_files_the_lau
     under_slurm = {**asked, "launcher": "torchrun", "framework": "pytorch-ddp"}
     assert job_document.placement({**under_slurm, "stack": "slurm"}, inventory)["leaves"] == ["job.sbatch"]
     assert job_document.placement(under_slurm, inventory)["leaves"] == []
+    assert placed["mounts"] == []
     with pytest.raises(ValueError, match="4 ranks at 1 per node need 4 hosts, 3 given"):
         job_document.placement({**asked, "ranks": 4}, inventory)
     with pytest.raises(ValueError, match="hosts n9 are none of the inventory's candidates"):

@@ -41,7 +41,7 @@ def templar(**settings: Any) -> Templar:
     for part in (PROJECT / "roles" / "cluster" / "defaults", ROLE / "defaults", ROLE / "vars"):
         variables.update(LOADER.load_from_file(str(part / "main.yml"), trusted_as_template=True))
     variables.update({
-        "playbook_dir": str(PROJECT / "playbooks"), "cluster_stack": "baremetal",
+        "playbook_dir": str(PROJECT / "playbooks"), "cluster_stack": "baremetal", "ansible_playbook_python": "python3",
         "cluster_slurm_controller_group": "slurm_controller",
         "groups": {"slurm_controller": ["head"], "nodes": ["node1", "node2"]}, "cluster_container_runtimes": ["charliecloud"],
         "benchrunner_container": "charliecloud", "benchrunner_job": {}, "inventory_hostname": "node1",
@@ -97,7 +97,7 @@ def test_a_missing_image_is_refused_naming_the_setting_and_how_to_build_it():
 
 def test_preflight_refuses_before_the_image_is_converted():
     names = list(tasks("container_image.yml"))
-    assert names.index("Convert the benchmark image once per image ID, for {{ benchrunner_container }}") > max(
+    assert names.index(CONVERT_TASK) > max(
         names.index(n) for n in names if n.startswith(("Check", "Refuse")))
     # resolve.yml prepares the image before benchrunner resolves the job that names it.
     resolve = list(tasks("resolve.yml"))
@@ -113,6 +113,7 @@ def test_the_job_names_the_image_on_the_nodes_and_its_digest():
 
 
 REQUEST = trust_as_template("{{ _benchrunner_job_request }}")
+CONVERT_TASK = "Convert the benchmark image once per image ID, mount points and packing, for {{ benchrunner_container }}"
 
 
 def node_digests(**by_node: str | None) -> dict[str, dict]:
@@ -167,69 +168,179 @@ def test_a_node_whose_copy_differs_is_named_with_both_digests_before_the_job_sta
         "Run the job, then gather every rank's results")
 
 
+def test_the_image_holds_the_mount_points_benchrunner_names_for_the_job_it_resolves_before_the_image():
+    task = tasks("container_image.yml")["Find the mount points the job's container binds"]
+    # Resolved before the image is converted: the request needs no converted image yet, its folder stands in.
+    early = templar(hostvars={"localhost": {}, "node1": {"ansible_facts": {"hostname": "n1"}}},
+                    cluster_nodes_group="nodes", ansible_play_hosts=["node1"],
+                    benchrunner_container_image_dir="/shared/containers", **task["vars"])
+    assert early.template(REQUEST)["container"] == {"runtime": "charliecloud", "image": "/shared/containers"}
+    # As the job is resolved for the run, but keeping nothing.
+    assert early.template(task["ansible.builtin.command"]["argv"]) == [
+        "python3", "-m", "benchrunner", "job", "resolve", "-", "--inventory-hosts", '{"node1": "n1"}']
+    # Its answer's mount points go to the conversion as KIND:PATH, after the packing options.
+    convert = tasks("container_image.yml")[CONVERT_TASK]
+    binds = {"rc": 0, "stdout": json.dumps({"mounts": [{"path": "/var/lib/hpcml/results", "kind": "directory"},
+                                                       {"path": "/etc/machine-id", "kind": "file"}]})}
+    argv = templar(_benchrunner_container_binds=binds, _benchrunner_container_source={"stdout": IMAGE_ID + "\n"},
+                   role_path=str(ROLE), benchrunner_container_squash_options="-comp lz4",
+                   **convert["vars"]).template(convert["ansible.builtin.command"]["argv"])
+    assert argv[1:] == ["charliecloud", "localhost/hpcml-benchrunner:cpu", IMAGE_ID, argv[4], "-comp lz4",
+                        "directory:/var/lib/hpcml/results", "file:/etc/machine-id"]
+    names = list(tasks("container_image.yml"))
+    assert names.index("Stop on a job benchrunner refuses") < names.index(convert["name"])
+
+
+def test_a_job_benchrunner_refuses_stops_before_the_image_is_converted_with_the_run_s_own_message():
+    refused = {"rc": 2, "stderr_lines": ["benchrunner: job document on standard input: model 'x' is not one of a, b"]}
+    messages = []
+    for file, registered in (("container_image.yml", "_benchrunner_container_binds"), ("resolve.yml", "_benchrunner_resolution")):
+        task = tasks(file)["Stop on a job benchrunner refuses"]
+        variables = templar(**{registered: refused}, cluster_nodes_group="nodes", ansible_play_hosts=["node1"],
+                            hostvars={"localhost": {}, "node1": {"ansible_facts": {"hostname": "n1"}}}, **task["vars"])
+        assert variables.evaluate_conditional(task["when"])
+        messages.append(variables.template(task["ansible.builtin.fail"]["msg"]))
+    assert messages[0] == messages[1] == (
+        "The benchmark settings are not valid: model 'x' is not one of a, b. Fix the benchrunner_* variable it names "
+        "(workload keys are benchrunner_workload's; env values are strings, so quote them; 1 candidate node(s) in 'nodes').")
+
+
 # The conversion script, with podman-free stand-ins for the converters that log their command line (and a scratch
-# folder outside the cache's work folder) and write a file.
+# folder outside the cache's work folder) and write a file. podman export sends IMAGE_TREE as a tar stream, and
+# mksquashfs writes what it was given to pack: each path with its type (d, f, l) and the image's environment.
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $*" >> "$CALLS"
 [ "${TMPDIR%/*}" = "$CACHE_RUNTIME" ] || echo "TMPDIR $TMPDIR" >> "$CALLS"
 out=""
+case "$(basename "$0") $1" in
+  "podman create") echo container1; exit ;;
+  "podman export") tar -C "$IMAGE_TREE" -cf - . ; exit ;;
+  "podman image") printf 'PATH=/opt/hpcml/venv/bin:/usr/bin\\nVIRTUAL_ENV=/opt/hpcml/venv\\n\\n'; exit ;;
+  "podman rm") exit ;;
+  "mksquashfs "*) [ -n "${NO_OUTPUT:-}" ] || { (cd "$1" && find . -printf '%y %p\\n' | sort && cat ch/environment) > "$2"; }
+                  exit ;;
+esac
 case $(basename "$0") in
-  ch-convert) for a; do out=$a; done ;;
   enroot) out=$3 ;;
   apptainer) out=$2 ;;
   podman) for a; do [ "$prev" = -o ] && out=$a; prev=$a; done ;;
 esac
 [ -n "${NO_OUTPUT:-}" ] || echo image > "$out"
 """
+# The lab's mount points (benchrunner.containers.mounts).
+MOUNTS = ["directory:/var/lib/hpcml/results", "directory:/dev/shm", "file:/etc/machine-id"]
 
 
 @pytest.fixture
 def converters(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("ch-convert", "enroot", "apptainer", "podman"):
+    for name in ("mksquashfs", "enroot", "apptainer", "podman"):
         (bin_dir / name).write_text(STAND_IN)
         (bin_dir / name).chmod(0o755)
     calls = tmp_path / "calls"
+    # A Debian-like image: /bin a link into /usr, /etc without a machine ID, a device in /dev.
+    tree = tmp_path / "image"
+    for folder in ("usr/bin", "etc", "dev", "var/lib"):
+        (tree / folder).mkdir(parents=True)
+    (tree / "bin").symlink_to("usr/bin")
+    (tree / "etc" / "hosts").write_text("")
+    (tree / "dev" / "console").write_text("")
 
-    def convert(runtime: str, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-        done = subprocess.run([str(CONVERT), runtime, "localhost/hpcml-benchrunner:cpu", IMAGE_ID, str(tmp_path / "cache")],
-                              capture_output=True, text=True, check=False,
+    def convert(runtime: str, *mounts: str, options: str = "",
+                **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+        done = subprocess.run([str(CONVERT), runtime, "localhost/hpcml-benchrunner:cpu", IMAGE_ID, str(tmp_path / "cache"),
+                               options, *mounts], capture_output=True, text=True, check=False,
                               env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls),
-                                   "CACHE_RUNTIME": str(tmp_path / "cache" / runtime), **env})
+                                   "CACHE_RUNTIME": str(tmp_path / "cache" / runtime), "IMAGE_TREE": str(tree), **env})
         lines = calls.read_text().splitlines() if calls.exists() else []
         calls.unlink(missing_ok=True)
         return done, lines
 
-    return convert, tmp_path / "cache"
+    return convert, tmp_path / "cache", tree
 
 
-@pytest.mark.parametrize(("runtime", "suffix", "commands"), [
-    ("charliecloud", "sqfs", ["ch-convert -i podman -o squash localhost/hpcml-benchrunner:cpu {work}/image.sqfs"]),
-    ("enroot", "sqsh", ["enroot import -o {work}/image.sqsh podman://localhost/hpcml-benchrunner:cpu"]),
-    ("apptainer", "sif", ["podman save --format docker-archive -o {work}/image.tar localhost/hpcml-benchrunner:cpu",
-                          "apptainer build {work}/image.sif docker-archive:{work}/image.tar"]),
+CHARLIECLOUD = ["podman create --read-only {id} /bin/true", "podman export container1",
+                "podman image inspect --format {{{{range .Config.Env}}}}{{{{println .}}}}{{{{end}}}} {id}",
+                "mksquashfs {work}/root {work}/image.sqfs -b 65536 -noappend -all-root{options}", "podman rm container1"]
+
+
+@pytest.mark.parametrize(("runtime", "name", "commands"), [
+    ("charliecloud", rf"{IMAGE_ID}-[0-9a-f]{{16}}\.sqfs", CHARLIECLOUD),
+    ("enroot", rf"{IMAGE_ID}\.sqsh", ["enroot import -o {work}/image.sqsh podman://localhost/hpcml-benchrunner:cpu"]),
+    ("apptainer", rf"{IMAGE_ID}\.sif", ["podman save --format docker-archive -o {work}/image.tar localhost/hpcml-benchrunner:cpu",
+                                        "apptainer build {work}/image.sif docker-archive:{work}/image.tar"]),
 ])
-def test_the_image_is_converted_once_per_runtime_and_image_id(converters, runtime, suffix, commands):
-    convert, cache = converters
-    done, calls = convert(runtime)
+def test_the_image_is_converted_once_per_runtime_and_image_id(converters, runtime, name, commands):
+    convert, cache, _ = converters
+    done, calls = convert(runtime, *MOUNTS)
     assert done.returncode == 0, done.stderr
-    out = cache / runtime / f"{IMAGE_ID}.{suffix}"
+    out = cache / runtime / json.loads(done.stdout)["path"].rsplit("/", 1)[-1]
+    assert re.fullmatch(name, out.name)
     digest = subprocess.run(["sha256sum", str(out)], capture_output=True, text=True, check=True).stdout.split()[0]
     assert json.loads(done.stdout) == {"path": str(out), "digest": f"sha256:{digest}", "changed": True}
     # The converter writes into a work folder beside the cache's files, moved in only once it is done.
-    work = re.search(rf"{re.escape(str(cache / runtime))}/\.converting\.\w+", calls[0]).group(0)
-    assert calls == [c.format(work=work) for c in commands]
+    work = re.search(rf"{re.escape(str(cache / runtime))}/\.converting\.\w+", "\n".join(calls)).group(0)
+    assert calls == [c.format(work=work, id=IMAGE_ID, options="") for c in commands]
     # Converted work folders do not stay behind; the same image ID again converts nothing.
     assert sorted(p.name for p in (cache / runtime).iterdir()) == [out.name, f"{out.name}.sha256"]
-    again, calls = convert(runtime)
+    again, calls = convert(runtime, *MOUNTS)
     assert again.returncode == 0 and calls == []
     assert json.loads(again.stdout) == {"path": str(out), "digest": f"sha256:{digest}", "changed": False}
 
 
+def test_charliecloud_s_image_holds_every_mount_point_of_the_job_and_ch_convert_s(converters):
+    convert, _, tree = converters
+    (tree / "etc" / "machine-id").write_text("kept\n")
+    done, _ = convert("charliecloud", *MOUNTS, "directory:/data/cxr")
+    assert done.returncode == 0, done.stderr
+    packed = open(json.loads(done.stdout)["path"]).read().splitlines()
+    made = {line.split()[1]: line.split()[0] for line in packed if line[:2] in ("d ", "f ", "l ")}
+    # The job's binds (the machine ID the image had is left as it was), ch-convert 0.31's mount points beside the
+    # image's own (its /bin link kept), /dev emptied, and the image's environment as ch/environment.
+    assert {p: made.get(p) for p in ("./var/lib/hpcml/results", "./dev/shm", "./etc/machine-id", "./data/cxr")} == {
+        "./var/lib/hpcml/results": "d", "./dev/shm": "d", "./etc/machine-id": "f", "./data/cxr": "d"}
+    assert (made["./bin"], made["./mnt/9"], made["./proc"], made["./etc/resolv.conf"]) == ("l", "d", "d", "f")
+    assert "./dev/console" not in made
+    assert packed[-3:] == ["PATH=/opt/hpcml/venv/bin:/usr/bin", "VIRTUAL_ENV=/opt/hpcml/venv", ""]
+    assert made["./ch/environment"] == "f"
+
+
+def test_the_packing_options_and_the_mount_points_are_part_of_the_image_s_name(converters):
+    convert, cache, _ = converters
+    first, _ = convert("charliecloud", *MOUNTS)
+    lz4, calls = convert("charliecloud", *MOUNTS, options="-comp lz4")
+    assert lz4.returncode == 0, lz4.stderr
+    assert calls[3].endswith(" -noappend -all-root -comp lz4")
+    other, _ = convert("charliecloud", "directory:/scratch/results", *MOUNTS[1:])
+    # The same mount points in another order are the same image.
+    same, calls = convert("charliecloud", *reversed(MOUNTS))
+    paths = [json.loads(done.stdout)["path"] for done in (first, lz4, other, same)]
+    assert len(set(paths[:3])) == 3 and paths[3] == paths[0] and calls == []
+    assert len(list((cache / "charliecloud").iterdir())) == 6
+
+
+@pytest.mark.parametrize(("mount", "make", "why"), [
+    ("directory:/srv/results", lambda tree: (tree / "srv").symlink_to("/tmp"), "/srv is a link in the image"),
+    ("directory:/etc/hosts/results", lambda tree: None, "/etc/hosts is not a directory in the image"),
+    ("file:/etc", lambda tree: None, "it is not a file in the image"),
+    ("directory:/var/../srv", lambda tree: None, "has a '..' part"),
+])
+def test_a_mount_point_the_image_cannot_hold_fails_and_caches_nothing(converters, mount, make, why):
+    convert, cache, tree = converters
+    make(tree)
+    done, calls = convert("charliecloud", *MOUNTS, mount)
+    assert done.returncode == 1
+    assert done.stderr.startswith("convert-image.sh: ") and why in done.stderr and done.stdout == ""
+    assert not any(c.startswith("mksquashfs") for c in calls) and calls[-1] == "podman rm container1"
+    assert list((cache / "charliecloud").iterdir()) == []
+    done, _ = convert("charliecloud", "/var/lib/hpcml/results")
+    assert done.returncode == 2 and "mount point '/var/lib/hpcml/results' is not KIND:/PATH" in done.stderr
+
+
 def test_a_converter_that_writes_nothing_fails_and_caches_nothing(converters):
-    convert, cache = converters
-    done, _ = convert("charliecloud", NO_OUTPUT="1")
+    convert, cache, _ = converters
+    done, _ = convert("charliecloud", *MOUNTS, NO_OUTPUT="1")
     assert done.returncode == 1 and "charliecloud's converter left no image at" in done.stderr
     assert list((cache / "charliecloud").iterdir()) == []
     done, _ = convert("docker")

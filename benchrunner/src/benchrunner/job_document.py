@@ -246,7 +246,8 @@ def _differences(given: Any, derived: Any, path: str = "") -> list[str]:
 def placement(request: Any, inventory_hosts: dict[str, str], source: str = "job document") -> dict[str, Any]:
     """A request resolved for the benchmark play: the job, placed on the candidates (inventory name -> the name the
     host gives itself, in order) when it names no hosts of its own; the inventory names of the hosts that run it;
-    and the files its launcher leaves beside raw/, which the play gathers and the report links."""
+    the files its launcher leaves beside raw/, which the play gathers and the report links; and the mount points of its
+    container's binds, each with the kind of file the image must hold there (none without a container)."""
     if isinstance(request, dict) and "hosts" not in request:
         request = {**request, "hosts": list(inventory_hosts.values())}
     document = resolve(request, source)
@@ -255,8 +256,11 @@ def placement(request: Any, inventory_hosts: dict[str, str], source: str = "job 
     if missing and launchers.get(document["launcher"]).uses_hosts:
         raise ValueError(f"{source}: hosts {', '.join(missing)} are none of the inventory's candidates "
                          f"({', '.join(f'{n}={h}' for n, h in inventory_hosts.items()) or 'none'})")
+    container = _plan(document).job.container
     return {"job": document, "hosts": [by_hostname[h] for h in document["hosts"] if h in by_hostname],
-            "leaves": list(launchers.on_stack(document["launcher"], document["stack"]).leaves)}
+            "leaves": list(launchers.on_stack(document["launcher"], document["stack"]).leaves),
+            "mounts": [{"path": mount, "kind": containers.mount_point_kind(mount)}
+                       for mount in (container.mounts if container else ())]}
 
 
 def loads(text: str, source: str) -> Any:

@@ -1,41 +1,97 @@
 #!/bin/sh
 # Converts the benchmark image in the control host's podman storage into the file a container runtime runs, once
-# per runtime and image ID, and prints {"path", "digest", "changed"} as JSON.
-#   convert-image.sh RUNTIME IMAGE IMAGE_ID CACHE_DIR
+# per runtime, image ID and what the image is made to hold, and prints {"path", "digest", "changed"} as JSON.
+#   convert-image.sh RUNTIME IMAGE IMAGE_ID CACHE_DIR SQUASH_OPTIONS [KIND:MOUNT_POINT ...]
 # The file is CACHE_DIR/RUNTIME/IMAGE_ID.SUFFIX, its sha256 beside it in .sha256: both appear only once the
 # conversion has finished, so a conversion that failed half-way is made again, never taken as done.
+# Charliecloud's file also holds the mount points of the job's binds (KIND directory or file, as benchrunner names
+# them) and is packed with mksquashfs's SQUASH_OPTIONS (empty: its own, gzip): both are part of its name, IMAGE_ID-KEY.
+# Enroot (Pyxis binds with x-create) and Apptainer make a missing mount point themselves, and pack their own files.
 # Command lines, from the runtimes' own documents:
-#   charliecloud  ch-convert -i podman -o squash IMAGE OUT         (Charliecloud 0.31, Debian's charliecloud-builders)
+#   charliecloud  the steps of Charliecloud 0.31's ch-convert -i podman -o squash (bin/ch-convert: dockman_to_tar,
+#                 mount_points_ensure, cv_dir_squash), less its gzip round trip: the container exported straight into
+#                 a folder, the image's environment as ch/environment, then mksquashfs -b 65536 -noappend -all-root
 #   enroot        enroot import -o OUT podman://IMAGE              (Enroot 3.5.0, doc/cmd/import.md)
 #   apptainer     apptainer build OUT docker-archive:ARCHIVE       (Apptainer 1.3, "Build a Container"), the archive
 #                 written by podman save --format docker-archive
 set -eu
-runtime=$1 image=$2 id=$3 cache=$4
+runtime=$1 image=$2 id=$3 cache=$4 squash_options=$5
+shift 5
+fail() { echo "convert-image.sh: $*" >&2; exit "${status:-1}"; }
 case $runtime in
-  charliecloud) suffix=sqfs ;;
-  enroot) suffix=sqsh ;;
-  apptainer) suffix=sif ;;
-  *) echo "convert-image.sh: unknown runtime '$runtime' (apptainer, charliecloud, enroot)" >&2; exit 2 ;;
+  charliecloud)
+    suffix=sqfs
+    key=$( { echo "$squash_options"; printf '%s\n' "$@" | sort; } | sha256sum | cut -c1-16)
+    name=$id-$key.$suffix ;;
+  enroot) suffix=sqsh name=$id.$suffix ;;
+  apptainer) suffix=sif name=$id.$suffix ;;
+  *) status=2 fail "unknown runtime '$runtime' (apptainer, charliecloud, enroot)" ;;
 esac
-out=$cache/$runtime/$id.$suffix
+
+# Makes MOUNT_POINT (an absolute path) in the image folder ROOT as KIND, keeping what the image has; refuses a path
+# through a link (ch-run would bind where the link points, and the link may leave ROOT) or a part of another kind.
+mount_point() {
+  kind=${1%%:*} path=${1#*:} at=$root rest=${1#*:}
+  case $kind:$path in
+    directory:/* | file:/*) ;;
+    *) status=2 fail "mount point '$1' is not KIND:/PATH, KIND one of directory, file" ;;
+  esac
+  while [ -n "$rest" ]; do
+    rest=${rest#/} step=${rest%%/*} rest=${rest#"$step"}
+    case $step in '') continue ;; . | ..) fail "mount point $path has a '$step' part" ;; esac
+    at=$at/$step
+    [ ! -h "$at" ] || fail "cannot make mount point $path in $image: ${at#"$root"} is a link in the image"
+    if [ -n "$rest" ] || [ "$kind" = directory ]; then
+      [ -e "$at" ] || mkdir "$at"
+      [ -d "$at" ] || fail "cannot make mount point $path in $image: ${at#"$root"} is not a directory in the image"
+    else
+      [ -e "$at" ] || : > "$at"
+      [ -f "$at" ] || fail "cannot make mount point $path in $image: it is not a file in the image"
+    fi
+  done
+}
+
+out=$cache/$runtime/$name
 changed=false
 if [ ! -f "$out" ] || [ ! -f "$out.sha256" ]; then
   mkdir -p "$cache/$runtime"
   work=$(mktemp -d "$cache/$runtime/.converting.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
+  container=""
+  trap '[ -z "$container" ] || podman rm "$container" > /dev/null; rm -rf "$work"' EXIT
   part=$work/image.$suffix
   # The converters' scratch (the image exported whole, gigabytes) goes to the cache's disk, removed with the work
-  # folder: ch-convert and Apptainer take TMPDIR, Enroot its ENROOT_TEMP_PATH default ${TMPDIR:-/tmp}.
+  # folder: Apptainer takes TMPDIR, Enroot its ENROOT_TEMP_PATH default ${TMPDIR:-/tmp}.
   export TMPDIR=$work
   case $runtime in
-    charliecloud) ch-convert -i podman -o squash "$image" "$part" ;;
+    charliecloud)
+      root=$work/root
+      mkdir "$root"
+      # ch-convert's: a container made, never run, to export. Unpacked as the user who runs this (root keeps the
+      # owners); /dev's contents left out as ch-convert's cv_tar_dir does (ch-run mounts its own /dev).
+      container=$(podman create --read-only "$id" /bin/true)
+      podman export "$container" | tar -x -p -f - -C "$root" --numeric-owner --anchored \
+        --exclude='dev/*' --exclude='./dev/*' --exclude='/dev/*'
+      mkdir -p "$root/ch"
+      podman image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$id" > "$root/ch/environment"
+      # ch-convert's mount_points_ensure: each only where the image has nothing there (Debian's /bin is a link).
+      for point in bin dev etc mnt proc usr mnt/0 mnt/1 mnt/2 mnt/3 mnt/4 mnt/5 mnt/6 mnt/7 mnt/8 mnt/9; do
+        [ -e "$root/$point" ] || [ -h "$root/$point" ] || mkdir "$root/$point"
+      done
+      for point in etc/hosts etc/resolv.conf; do
+        [ -e "$root/$point" ] || [ -h "$root/$point" ] || : > "$root/$point"
+      done
+      for bind; do
+        mount_point "$bind"
+      done
+      # shellcheck disable=SC2086 # the options are words
+      mksquashfs "$root" "$part" -b 65536 -noappend -all-root $squash_options >&2 ;;
     enroot) enroot import -o "$part" "podman://$image" ;;
     apptainer)
       podman save --format docker-archive -o "$work/image.tar" "$image"
       apptainer build "$part" "docker-archive:$work/image.tar" ;;
   esac
   # The converter must have written a file: one that exits 0 without it is a failure, said here.
-  [ -s "$part" ] || { echo "convert-image.sh: $runtime's converter left no image at $part" >&2; exit 1; }
+  [ -s "$part" ] || fail "$runtime's converter left no image at $part"
   sha256sum "$part" | cut -d' ' -f1 > "$work/digest"
   mv "$part" "$out"
   mv "$work/digest" "$out.sha256"

@@ -127,6 +127,12 @@ def mounts(results_dir: str, data_dir: str | None) -> tuple[str, ...]:
     return (results_dir, *((data_dir,) if data_dir else ()), SHM, MACHINE_ID)
 
 
+def mount_point_kind(mount: str) -> str:
+    """What an image must hold at a mount point for a runtime that cannot make one (Charliecloud's read-only SquashFS)
+    to bind the host's path there: a file for the machine ID, a directory for every other mount."""
+    return "file" if mount == MACHINE_ID else "directory"
+
+
 def record(container: Container | None) -> dict[str, Any]:
     """The container a rank, summary or provenance records: {"runtime": "none"} in the nodes' virtualenv."""
     return container.record() if container else {"runtime": NONE}

@@ -206,19 +206,15 @@ def test_a_job_benchrunner_refuses_stops_before_the_image_is_converted_with_the_
 
 
 # The conversion script, with podman-free stand-ins for the converters that log their command line (and a scratch
-# folder outside the cache's work folder) and write a file. podman export sends IMAGE_TREE as a tar stream, and
-# mksquashfs writes what it was given to pack: each path with its type (d, f, l) and the image's environment.
+# folder outside the cache's work folder) and write a file. podman image mount shows IMAGE_TREE as the image's root.
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $*" >> "$CALLS"
 [ "${TMPDIR%/*}" = "$CACHE_RUNTIME" ] || echo "TMPDIR $TMPDIR" >> "$CALLS"
 out=""
-case "$(basename "$0") $1" in
-  "podman create") echo container1; exit ;;
-  "podman export") tar -C "$IMAGE_TREE" -cf - . ; exit ;;
-  "podman image") printf 'PATH=/opt/hpcml/venv/bin:/usr/bin\\nVIRTUAL_ENV=/opt/hpcml/venv\\n\\n'; exit ;;
-  "podman rm") exit ;;
-  "mksquashfs "*) [ -n "${NO_OUTPUT:-}" ] || { (cd "$1" && find . -printf '%y %p\\n' | sort && cat ch/environment) > "$2"; }
-                  exit ;;
+case "$(basename "$0") $1 $2" in
+  "podman image mount") echo "$IMAGE_TREE"; exit ;;
+  "podman image inspect") printf 'PATH=/opt/hpcml/venv/bin:/usr/bin\\nVIRTUAL_ENV=/opt/hpcml/venv\\n\\n'; exit ;;
+  "podman image unmount") exit ;;
 esac
 case $(basename "$0") in
   enroot) out=$3 ;;
@@ -226,6 +222,48 @@ case $(basename "$0") in
   podman) for a; do [ "$prev" = -o ] && out=$a; prev=$a; done ;;
 esac
 [ -n "${NO_OUTPUT:-}" ] || echo image > "$out"
+"""
+# mksquashfs writes what it was given to pack, as squashfs-tools 4.5.1 reads it: each path of the source folder less
+# the -e patterns (-wildcards), then each of the -pf pseudo-file's definitions, with its type (d, f, l), then
+# ch/environment's content, the output of its definition's command. It ignores a definition whose name the source
+# has, or whose parent neither the source nor an earlier definition has: this one fails on it instead.
+MKSQUASHFS = r"""#!/usr/bin/env python3
+import fnmatch, os, re, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["CALLS"], "a") as calls:
+    calls.write(" ".join(["mksquashfs", *args]) + "\n")
+if os.environ.get("NO_OUTPUT"):
+    sys.exit()
+source, out = args[:2]
+excluded = [pattern.split("/") for pattern in args[args.index("-e") + 1:]]
+
+
+def kept(rel):
+    # Each part against the pattern's, a leading dot matched only by one (fnmatch's FNM_PATHNAME|FNM_PERIOD).
+    return not any(len(parts) == len(rel) and all(fnmatch.fnmatchcase(name, part) and (name[0] != "." or part[0] == ".")
+                                                  for name, part in zip(rel, parts)) for parts in excluded)
+
+
+paths, environment = {}, ""
+for folder, dirs, files in os.walk(source):
+    dirs[:] = [name for name in dirs if kept(os.path.relpath(os.path.join(folder, name), source).split("/"))]
+    for name in dirs + files:
+        path = os.path.join(folder, name)
+        rel = os.path.relpath(path, source)
+        if kept(rel.split("/")):
+            paths[rel] = "l" if os.path.islink(path) else "d" if os.path.isdir(path) else "f"
+with open(args[args.index("-pf") + 1]) as pseudo:
+    for line in pseudo.read().splitlines():
+        name, kind, owner, command = re.fullmatch(r'"((?:[^"\\]|\\.)*)" ([df]) (\d+ root root)(?: (.*))?', line).groups()
+        name = re.sub(r"\\(.)", r"\1", name)
+        if name in paths or paths.get(os.path.dirname(name), "d" if "/" not in name else None) != "d":
+            sys.exit(f"mksquashfs: pseudo-file defines {name}, which the source has or whose parent is missing")
+        paths[name] = kind
+        if name == "ch/environment":
+            environment = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+with open(out, "w") as image:
+    image.writelines(f"{kind} ./{path}\n" for path, kind in sorted(paths.items()))
+    image.write(environment)
 """
 # The lab's mount points (benchrunner.containers.mounts).
 MOUNTS = ["directory:/var/lib/hpcml/results", "directory:/dev/shm", "file:/etc/machine-id"]
@@ -235,8 +273,8 @@ MOUNTS = ["directory:/var/lib/hpcml/results", "directory:/dev/shm", "file:/etc/m
 def converters(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("mksquashfs", "enroot", "apptainer", "podman"):
-        (bin_dir / name).write_text(STAND_IN)
+    for name, script in (("mksquashfs", MKSQUASHFS), ("enroot", STAND_IN), ("apptainer", STAND_IN), ("podman", STAND_IN)):
+        (bin_dir / name).write_text(script)
         (bin_dir / name).chmod(0o755)
     calls = tmp_path / "calls"
     # A Debian-like image: /bin a link into /usr, /etc without a machine ID, a device in /dev.
@@ -246,6 +284,7 @@ def converters(tmp_path):
     (tree / "bin").symlink_to("usr/bin")
     (tree / "etc" / "hosts").write_text("")
     (tree / "dev" / "console").write_text("")
+    (tree / "dev" / ".lxc").write_text("")
 
     def convert(runtime: str, *mounts: str, options: str = "",
                 **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -260,9 +299,11 @@ def converters(tmp_path):
     return convert, tmp_path / "cache", tree
 
 
-CHARLIECLOUD = ["podman create --read-only {id} /bin/true", "podman export container1",
+CHARLIECLOUD = ["podman image mount {id}",
                 "podman image inspect --format {{{{range .Config.Env}}}}{{{{println .}}}}{{{{end}}}} {id}",
-                "mksquashfs {work}/root {work}/image.sqfs -b 65536 -noappend -all-root{options}", "podman rm container1"]
+                "mksquashfs {tree} {work}/image.sqfs -b 65536 -noappend -all-root -no-xattrs -root-mode 755 "
+                "-pf {work}/pseudo{options} -wildcards -e dev/* dev/.* ch/environment",
+                "podman image unmount {id}"]
 
 
 @pytest.mark.parametrize(("runtime", "name", "commands"), [
@@ -272,7 +313,7 @@ CHARLIECLOUD = ["podman create --read-only {id} /bin/true", "podman export conta
                                         "apptainer build {work}/image.sif docker-archive:{work}/image.tar"]),
 ])
 def test_the_image_is_converted_once_per_runtime_and_image_id(converters, runtime, name, commands):
-    convert, cache, _ = converters
+    convert, cache, tree = converters
     done, calls = convert(runtime, *MOUNTS)
     assert done.returncode == 0, done.stderr
     out = cache / runtime / json.loads(done.stdout)["path"].rsplit("/", 1)[-1]
@@ -281,7 +322,7 @@ def test_the_image_is_converted_once_per_runtime_and_image_id(converters, runtim
     assert json.loads(done.stdout) == {"path": str(out), "digest": f"sha256:{digest}", "changed": True}
     # The converter writes into a work folder beside the cache's files, moved in only once it is done.
     work = re.search(rf"{re.escape(str(cache / runtime))}/\.converting\.\w+", "\n".join(calls)).group(0)
-    assert calls == [c.format(work=work, id=IMAGE_ID, options="") for c in commands]
+    assert calls == [c.format(work=work, id=IMAGE_ID, tree=tree, options="") for c in commands]
     # Converted work folders do not stay behind; the same image ID again converts nothing.
     assert sorted(p.name for p in (cache / runtime).iterdir()) == [out.name, f"{out.name}.sha256"]
     again, calls = convert(runtime, *MOUNTS)
@@ -292,16 +333,18 @@ def test_the_image_is_converted_once_per_runtime_and_image_id(converters, runtim
 def test_charliecloud_s_image_holds_every_mount_point_of_the_job_and_ch_convert_s(converters):
     convert, _, tree = converters
     (tree / "etc" / "machine-id").write_text("kept\n")
-    done, _ = convert("charliecloud", *MOUNTS, "directory:/data/cxr")
+    # Two binds under one folder the image lacks, one with a name the pseudo-file quotes.
+    odd = '/data/a "b"\\c'
+    done, _ = convert("charliecloud", *MOUNTS, "directory:/data/cxr", f"file:{odd}")
     assert done.returncode == 0, done.stderr
     packed = open(json.loads(done.stdout)["path"]).read().splitlines()
-    made = {line.split()[1]: line.split()[0] for line in packed if line[:2] in ("d ", "f ", "l ")}
+    made = {line.split(" ", 1)[1]: line[0] for line in packed if line[:2] in ("d ", "f ", "l ")}
     # The job's binds (the machine ID the image had is left as it was), ch-convert 0.31's mount points beside the
     # image's own (its /bin link kept), /dev emptied, and the image's environment as ch/environment.
-    assert {p: made.get(p) for p in ("./var/lib/hpcml/results", "./dev/shm", "./etc/machine-id", "./data/cxr")} == {
-        "./var/lib/hpcml/results": "d", "./dev/shm": "d", "./etc/machine-id": "f", "./data/cxr": "d"}
+    binds = ("./var/lib/hpcml/results", "./dev/shm", "./etc/machine-id", "./data", "./data/cxr", f".{odd}")
+    assert {p: made.get(p) for p in binds} == dict(zip(binds, "ddfddf", strict=True))
     assert (made["./bin"], made["./mnt/9"], made["./proc"], made["./etc/resolv.conf"]) == ("l", "d", "d", "f")
-    assert "./dev/console" not in made
+    assert "./dev/console" not in made and "./dev/.lxc" not in made and made["./dev"] == "d"
     assert packed[-3:] == ["PATH=/opt/hpcml/venv/bin:/usr/bin", "VIRTUAL_ENV=/opt/hpcml/venv", ""]
     assert made["./ch/environment"] == "f"
 
@@ -311,7 +354,7 @@ def test_the_packing_options_and_the_mount_points_are_part_of_the_image_s_name(c
     first, _ = convert("charliecloud", *MOUNTS)
     lz4, calls = convert("charliecloud", *MOUNTS, options="-comp lz4")
     assert lz4.returncode == 0, lz4.stderr
-    assert calls[3].endswith(" -noappend -all-root -comp lz4")
+    assert " -noappend -all-root -no-xattrs -root-mode 755 -pf " in calls[2] and "/pseudo -comp lz4 -wildcards -e " in calls[2]
     other, _ = convert("charliecloud", "directory:/scratch/results", *MOUNTS[1:])
     # The same mount points in another order are the same image.
     same, calls = convert("charliecloud", *reversed(MOUNTS))
@@ -320,19 +363,22 @@ def test_the_packing_options_and_the_mount_points_are_part_of_the_image_s_name(c
     assert len(list((cache / "charliecloud").iterdir())) == 6
 
 
-@pytest.mark.parametrize(("mount", "make", "why"), [
-    ("directory:/srv/results", lambda tree: (tree / "srv").symlink_to("/tmp"), "/srv is a link in the image"),
-    ("directory:/etc/hosts/results", lambda tree: None, "/etc/hosts is not a directory in the image"),
-    ("file:/etc", lambda tree: None, "it is not a file in the image"),
-    ("directory:/var/../srv", lambda tree: None, "has a '..' part"),
+@pytest.mark.parametrize(("mounts", "make", "why"), [
+    (["directory:/srv/results"], lambda tree: (tree / "srv").symlink_to("/tmp"), "/srv is a link in the image"),
+    (["directory:/etc/hosts/results"], lambda tree: None, "/etc/hosts is not a directory in the image"),
+    (["file:/etc"], lambda tree: None, "it is not a file in the image"),
+    (["directory:/var/../srv"], lambda tree: None, "has a '..' part"),
+    # Against what an earlier bind made, as against the image.
+    (["file:/data/id", "directory:/data/id/sub"], lambda tree: None, "/data/id is not a directory in the image"),
+    (["directory:/data/id", "file:/data/id"], lambda tree: None, "it is not a file in the image"),
 ])
-def test_a_mount_point_the_image_cannot_hold_fails_and_caches_nothing(converters, mount, make, why):
+def test_a_mount_point_the_image_cannot_hold_fails_and_caches_nothing(converters, mounts, make, why):
     convert, cache, tree = converters
     make(tree)
-    done, calls = convert("charliecloud", *MOUNTS, mount)
+    done, calls = convert("charliecloud", *MOUNTS, *mounts)
     assert done.returncode == 1
     assert done.stderr.startswith("convert-image.sh: ") and why in done.stderr and done.stdout == ""
-    assert not any(c.startswith("mksquashfs") for c in calls) and calls[-1] == "podman rm container1"
+    assert not any(c.startswith("mksquashfs") for c in calls) and calls[-1] == f"podman image unmount {IMAGE_ID}"
     assert list((cache / "charliecloud").iterdir()) == []
     done, _ = convert("charliecloud", "/var/lib/hpcml/results")
     assert done.returncode == 2 and "mount point '/var/lib/hpcml/results' is not KIND:/PATH" in done.stderr

@@ -13,9 +13,22 @@ try:
 except ImportError:  # no torch: the tests that need it say so themselves
     pass
 
+from ansible.plugins.loader import init_plugin_loader
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
 from unit_paths import FIXTURES, PROJECT
 
 sys.path.insert(0, str(PROJECT / "collections"))
+
+
+@pytest.fixture(scope="module")
+def ansible_plugins():
+    """Ansible's plugin loader, for tests that template roles' tasks in-process (lookups, the collection's filters).
+    It installs Ansible's collection finder, which cannot load the collection this file put on sys.path: removed after
+    the module, so that the modules imported later in the same worker still import hpcml.cluster."""
+    init_plugin_loader([str(PROJECT / "collections")])
+    yield
+    _AnsibleCollectionFinder._remove()
 
 
 @pytest.fixture

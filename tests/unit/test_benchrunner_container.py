@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 from unit_paths import PROJECT
@@ -22,7 +21,7 @@ ROLE = PROJECT / "roles" / "benchrunner"
 CONVERT = ROLE / "files" / "convert-image.sh"
 LOADER = DataLoader()
 # The job request's lookups (the checkout's commit) need Ansible's plugins.
-init_plugin_loader()
+pytestmark = pytest.mark.usefixtures("ansible_plugins")
 IMAGE_ID = "f" * 64
 DIGEST = "sha256:" + "a" * 64
 # What container_image.yml keeps on the control host.

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 from unit_paths import PROJECT
@@ -440,11 +439,6 @@ def refusals(templar: Templar, role: str, tasks_file: str) -> dict[str, str]:
         if not all(templar.evaluate_conditional(trust_as_template(c)) for c in that):
             failed[task["name"]] = " ".join(str(templar.template(trust_as_template(check["fail_msg"]))).split())
     return failed
-
-
-@pytest.fixture(scope="module")
-def ansible_plugins():
-    init_plugin_loader()
 
 
 ALL_RUNTIMES = ["charliecloud", "enroot", "apptainer"]

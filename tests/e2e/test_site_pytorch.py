@@ -85,8 +85,9 @@ def test_every_rank_records_its_container(containers_campaign):
                  for path in sorted((results_dir / run_.run_id / "raw").glob("rank-*.json"))]
         assert len(ranks) == 2, run_.run_id
         for rank in ranks:
-            container = rank["container"]
-            assert container["runtime"] == run_.point["container"] and container == found["container"], run_.run_id
+            # A rank records its container in its provenance, beside its launcher.
+            container = rank["provenance"]["container"]
+            assert container["runtime"] == campaign.container(run_.point) and container == found["container"], run_.run_id
             if container["runtime"] == "none":
                 assert container == {"runtime": "none"}, run_.run_id
                 continue

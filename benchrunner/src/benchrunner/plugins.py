@@ -20,6 +20,18 @@ def _declared_name(module: ModuleType) -> str:
     return module.NAME
 
 
+def instance_of(base: type, kind: str) -> Callable[[ModuleType], Any]:
+    """A plugin maker for modules that each define one subclass of `base` naming itself (a base a module defines for
+    its plugins to share names none): an instance of it."""
+    def make(module: ModuleType) -> Any:
+        defined = [value for value in vars(module).values() if isinstance(value, type) and issubclass(value, base)
+                   and value.__module__ == module.__name__ and "name" in vars(value)]
+        if len(defined) != 1:
+            raise RuntimeError(f"{kind} module {module.__name__} defines {len(defined)} named {kind}s, not one")
+        return defined[0]()
+    return make
+
+
 def discover(package: str, path: Iterable[str], kind: str, plugin: Callable[[ModuleType], Any] = _module,
              name: Callable[[Any], str] = _declared_name) -> dict[str, Any]:
     """Every module (or subpackage) of the package as `plugin` makes it, by its `name`; two of one name is an error,

@@ -14,7 +14,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from types import ModuleType
 from typing import Any, ClassVar
 
 from benchrunner import plugins
@@ -92,18 +91,10 @@ def mount_points(mountinfo: str) -> set[str]:
     return {fields[4] for fields in (line.split() for line in mountinfo.splitlines()) if len(fields) > 4}
 
 
-def _runtime_of(module: ModuleType) -> Runtime:
-    defined = [value for value in vars(module).values() if isinstance(value, type) and issubclass(value, Runtime)
-               and value.__module__ == module.__name__ and "name" in vars(value)]
-    if len(defined) != 1:
-        raise RuntimeError(f"container runtime module {module.__name__} defines {len(defined)} named runtimes, not one")
-    return defined[0]()
-
-
 @cache
 def registry() -> dict[str, Runtime]:
     """Every runtime of this package by its name."""
-    return plugins.discover(__name__, __path__, "container runtime", plugin=_runtime_of,
+    return plugins.discover(__name__, __path__, "container runtime", plugin=plugins.instance_of(Runtime, "container runtime"),
                             name=lambda runtime: runtime.name)
 
 

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any, ClassVar
 
 from benchrunner import containers, frameworks, plugins, results, watchdog
@@ -177,20 +176,11 @@ class Launcher:
         raise ValueError(f"launcher {self.name} submits no object")
 
 
-def _launcher_of(module: ModuleType) -> Launcher:
-    """The one launcher a module defines: the Launcher subclass of its own that names itself (a base it defines for
-    launchers to share names none)."""
-    defined = [value for value in vars(module).values() if isinstance(value, type) and issubclass(value, Launcher)
-               and value.__module__ == module.__name__ and "name" in vars(value)]
-    if len(defined) != 1:
-        raise RuntimeError(f"launcher module {module.__name__} defines {len(defined)} named launchers, not one")
-    return defined[0]()
-
-
 @cache
 def registry() -> dict[str, Launcher]:
     """Every launcher of this package by its name."""
-    return plugins.discover(__name__, __path__, "launcher", plugin=_launcher_of, name=lambda launcher: launcher.name)
+    return plugins.discover(__name__, __path__, "launcher", plugin=plugins.instance_of(Launcher, "launcher"),
+                            name=lambda launcher: launcher.name)
 
 
 def names() -> tuple[str, ...]:

@@ -15,12 +15,13 @@ export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 HOST_PACKAGES := podman runc mmdebstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates \
   golang-github-containernetworking-plugin-dnsname squashfs-tools
 
-.PHONY: help docs deps demo-deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack bench-campaign image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
+.PHONY: help docs deps demo-deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e e2e-containers bench bench-stack bench-campaign image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
 
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
 	@echo "make lint, make unit, make molecule, make e2e   the parts of make test, one at a time"
+	@echo "make e2e-containers  the container campaign on the lab (virtualenv vs Charliecloud, both frameworks, mpirun and srun)"
 	@echo "make molecule-<scenario>  one molecule scenario (molecule/<scenario>), then its wall time"
 	@echo "make deps      host packages and the control host's venv (.venv) for the tests;  make demo-deps  for site.yml only;  make host-deps  the packages alone"
 	@echo "make lab-image build the lab's node image (mmdebstrap, cached)"
@@ -142,7 +143,13 @@ molecule-%: deps
 e2e: deps
 	$(MAKE) --no-print-directory lab-down
 	$(MAKE) --no-print-directory lab-up
-	pytest -q --durations=15 tests/e2e
+	pytest -q --durations=15 -m "not containers" tests/e2e
+
+# The container campaign (tests/e2e/test_site_containers.py): both frameworks in the virtualenv and under
+# Charliecloud through mpirun and srun, about 9 minutes more than make test can take within CI's 90 on 2 cores.
+e2e-containers: deps
+	$(MAKE) --no-print-directory lab-up
+	pytest -q --durations=15 -m containers tests/e2e
 
 # On a provisioned cluster (make demo): benchrunner against Horovod's synthetic benchmark method, and the allreduce
 # sweep's bus bandwidth against iperf3, interleaved on the first two nodes.

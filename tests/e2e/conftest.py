@@ -11,6 +11,10 @@ from lab import LAB_INVENTORY, LAB_VARS, PROJECT, run_site
 BENCHMARK_IMAGE = LAB_VARS["benchrunner_image"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "containers: the container campaign, run by make e2e-containers, not make e2e")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def lab_is_up() -> None:
     if not LAB_INVENTORY.is_file():

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
-from benchrunner import playbooks
+from benchrunner import campaign, playbooks
 
 PROJECT = Path(__file__).resolve().parents[2]
 LAB_INVENTORY = PROJECT / "inventory" / "lab" / "hosts.yml"
@@ -24,3 +26,18 @@ def lab_node_names() -> list[str]:
     return sorted(inventory["all"]["children"]["nodes"]["hosts"])
 
 
+
+
+# Whose variables a torch rank reads its place from, by the launcher that started it.
+PLACED_BY = {"torchrun": "torchrun", "mpirun": "openmpi", "srun": "slurm"}
+
+
+def run_campaign(document: dict, folder: Path) -> tuple[dict, Path]:
+    """A campaign run by `benchrunner campaign` from the control host, as a user runs it: its document and results."""
+    file = folder / "campaign.yml"
+    file.write_text(yaml.safe_dump(document))
+    results_dir = folder / "results"
+    done = subprocess.run([sys.executable, "-m", "benchrunner", "campaign", str(file), "--results-dir",
+                           str(results_dir)], cwd=PROJECT, capture_output=True, text=True, timeout=1800, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return campaign.load(file), results_dir

@@ -1,32 +1,24 @@
-"""PyTorch DDP beside Horovod TensorFlow on the lab, in the nodes' virtualenv and in the benchmark image under
-Charliecloud, through mpirun and srun: one campaign crosses them all, each run gathered, checked and grouped by
-framework in the report, which gives the container's throughput over the virtualenv's with its interval; a transformer
-pretrained with FSDP2 through mpirun, torchrun, srun and torchrun under srun, judged in tokens/s and in MFU against
-what each rank's own matmul reaches; and torch.distributed's collective sweep through torchrun."""
+"""PyTorch DDP beside Horovod TensorFlow on the lab: one campaign crosses both frameworks, each run gathered, checked
+and grouped by framework in the report; a transformer pretrained with FSDP2 through mpirun, torchrun, srun and torchrun
+under srun, judged in tokens/s and in MFU against what each rank's own matmul reaches; and torch.distributed's
+collective sweep through torchrun."""
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
-
 import pytest
-import yaml
 
 from benchrunner import campaign, report, results, summary
-from lab import LAB_VARS, PROJECT, run_site
+from lab import PLACED_BY, run_campaign, run_site
 
-# Both frameworks, in the nodes' virtualenv and in the benchmark image under Charliecloud, through mpirun and through
-# srun: every launcher places torch's ranks in the transformer campaign below (DDP and FSDP read their place through
-# the same code). The smallest window whose runs each still have an interval (6 measured steps: 3 batch means).
+# Both frameworks through one launcher: every launcher places torch's ranks in the transformer campaign below (DDP
+# and FSDP read their place through the same code), and TensorFlow's through srun in test_site.
 CAMPAIGN = {
-    "name": "e2e-containers",
+    "name": "e2e-frameworks",
     "repeats": 1,
     "gpus": [2],
-    "stacks": ["baremetal", "slurm"],
+    "stacks": ["baremetal"],
     "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
-    "containers": ["none", "charliecloud"],
-    "launchers": {"baremetal": ["mpirun"], "slurm": ["srun"]},
+    "launchers": {"baremetal": ["mpirun"]},
     "workloads": {"model": ["small_cnn"]},
     "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2, "measured_steps": 6},
 }
@@ -35,29 +27,17 @@ CAMPAIGN = {
 # llama-tiny under FSDP2 on every launcher of both stacks, torchrun under srun included: short sequences, so a step
 # takes a second on the lab.
 TRANSFORMER = {
-    **{key: value for key, value in CAMPAIGN.items() if key != "containers"}, "name": "e2e-transformer",
-    "frameworks": ["pytorch-fsdp"],
+    **CAMPAIGN, "name": "e2e-transformer", "stacks": ["baremetal", "slurm"], "frameworks": ["pytorch-fsdp"],
     "launchers": {"baremetal": ["mpirun", "torchrun"], "slurm": ["srun", "torchrun"]},
     "workloads": {"model": ["llama-tiny"]},
     "fixed": {"sequence_length": 64, "batch_size": 4, "optimizer": "adamw", "weight_decay": 0.1, "warmup_steps": 2,
               "measured_steps": 6},
 }
-PLACED_BY = {"torchrun": "torchrun", "mpirun": "openmpi", "srun": "slurm"}
-
-
-def run_campaign(document: dict, folder) -> tuple[dict, object]:
-    file = folder / "campaign.yml"
-    file.write_text(yaml.safe_dump(document))
-    results_dir = folder / "results"
-    done = subprocess.run([sys.executable, "-m", "benchrunner", "campaign", str(file), "--results-dir",
-                           str(results_dir)], cwd=PROJECT, capture_output=True, text=True, timeout=1800, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return campaign.load(file), results_dir
 
 
 @pytest.fixture(scope="module")
-def containers_campaign(provisioned, benchmark_image, tmp_path_factory):
-    return run_campaign(CAMPAIGN, tmp_path_factory.mktemp("containers"))
+def frameworks_campaign(provisioned, tmp_path_factory):
+    return run_campaign(CAMPAIGN, tmp_path_factory.mktemp("frameworks"))
 
 
 @pytest.fixture(scope="module")
@@ -65,41 +45,19 @@ def transformer_campaign(provisioned, tmp_path_factory):
     return run_campaign(TRANSFORMER, tmp_path_factory.mktemp("transformer"))
 
 
-def test_both_frameworks_trained_in_the_virtualenv_and_in_the_container_under_mpirun_and_srun(containers_campaign):
-    document, results_dir = containers_campaign
+def test_both_frameworks_trained_in_one_campaign(frameworks_campaign):
+    document, results_dir = frameworks_campaign
     seen = set()
     for run_ in campaign.plan(document):
         found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
         assert found["sanity"]["passed"], (run_.run_id, found["sanity"])
         assert found["ranks"] == 2 and len(set(found["hosts"])) == 2
-        seen.add((found["stack"], found["workload"]["framework"], found["launcher"], found["container"]["runtime"]))
-    assert seen == {(stack, framework, launcher, container) for stack, launcher in (("baremetal", "mpirun"), ("slurm", "srun"))
-                    for framework in ("tensorflow-horovod", "pytorch-ddp") for container in ("none", "charliecloud")}
+        seen.add((found["stack"], found["workload"]["framework"], found["launcher"]))
+    assert seen == {("baremetal", "tensorflow-horovod", "mpirun"), ("baremetal", "pytorch-ddp", "mpirun")}
 
 
-def test_every_rank_records_its_container(containers_campaign):
-    document, results_dir = containers_campaign
-    for run_ in campaign.plan(document):
-        found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
-        ranks = [results.load(results.RANK_RESULT, path)
-                 for path in sorted((results_dir / run_.run_id / "raw").glob("rank-*.json"))]
-        assert len(ranks) == 2, run_.run_id
-        for rank in ranks:
-            # A rank records its container in its provenance, beside its launcher.
-            container = rank["provenance"]["container"]
-            assert container["runtime"] == campaign.container(run_.point) and container == found["container"], run_.run_id
-            if container["runtime"] == "none":
-                assert container == {"runtime": "none"}, run_.run_id
-                continue
-            # The image the role put on the lab's shared folder, checked against the control host's digest on each node.
-            image_dir = LAB_VARS["benchrunner_container_image_dir"]
-            assert container["image"].startswith(f"{image_dir}/") and container["image"].endswith(".sqfs"), container
-            assert re.fullmatch(r"sha256:[0-9a-f]{64}", container["digest"]), container
-            assert isinstance(container["mounts"], list), container
-
-
-def test_pytorch_ranks_record_their_framework_backend_and_launcher(containers_campaign):
-    document, results_dir = containers_campaign
+def test_pytorch_ranks_record_their_framework_backend_and_launcher(frameworks_campaign):
+    document, results_dir = frameworks_campaign
     for run_ in campaign.plan(document):
         if run_.point.get("framework") != "pytorch-ddp":
             continue
@@ -107,27 +65,21 @@ def test_pytorch_ranks_record_their_framework_backend_and_launcher(containers_ca
             rank = results.load(results.RANK_RESULT, path)
             assert rank["framework"] == "pytorch-ddp" and rank["model"]["parameters"] > 0
             torch = rank["provenance"]["torch"]
-            # Where each rank read its place from: Open MPI's variables or Slurm's, in the container as outside it.
+            # Where each rank read its place from: torchrun's variables, Open MPI's or Slurm's.
             assert (torch["backend"], torch["launched_by"]) == ("gloo", PLACED_BY[run_.point["launcher"]]), path
             assert rank["device"]["trained_on"] == "cpu"
             assert rank["provenance"]["launcher"] == run_.point["launcher"]
 
 
-def test_the_campaign_report_shows_the_container_over_the_virtualenv_with_its_interval(containers_campaign):
-    _, results_dir = containers_campaign
-    text = (results_dir / "campaigns" / "e2e-containers" / report.REPORT_MD).read_text()
-    assert "Campaign e2e-containers: 8 runs done, 0 failed." in text
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "b16 32px" in line]
+def test_the_campaign_report_groups_runs_by_framework(frameworks_campaign):
+    _, results_dir = frameworks_campaign
+    text = (results_dir / "campaigns" / "e2e-frameworks" / report.REPORT_MD).read_text()
+    assert "Campaign e2e-frameworks: 2 runs done, 0 failed." in text
     # The founding framework's rows keep their old names; PyTorch's are named for it.
-    assert any(row.startswith("| small_cnn synthetic b16 32px") for row in rows), text
-    assert any(row.startswith("| pytorch-ddp small_cnn synthetic b16 32px") for row in rows), text
+    assert "| small_cnn synthetic b16 32px" in text and "| pytorch-ddp small_cnn synthetic b16 32px" in text
     # Different frameworks are never one figure, nor a ratio, unless pooled on purpose.
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "b16 32px" in line]
     assert not any("tensorflow-horovod" in row and "pytorch-ddp" in row for row in rows)
-    # One container/virtualenv ratio per framework and launcher, each with an interval from its runs' batch means
-    # (one run a side), labelled so rather than taken for one over repeats.
-    ratios = [row for row in rows if "charliecloud" in row and "none" in row]
-    assert len(ratios) == 4, text
-    assert all(re.search(r"\| \+/- \d+\.\d+ \(batch means, 1 run\) \|", row) for row in ratios), ratios
 
 
 def test_fsdp_pretrains_the_transformer_through_every_launcher(transformer_campaign):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from benchrunner import campaign, playbooks
+from benchrunner import campaign, playbooks, results, summary
 
 PROJECT = Path(__file__).resolve().parents[2]
 LAB_INVENTORY = PROJECT / "inventory" / "lab" / "hosts.yml"
@@ -41,3 +41,14 @@ def run_campaign(document: dict, folder: Path) -> tuple[dict, Path]:
                            str(results_dir)], cwd=PROJECT, capture_output=True, text=True, timeout=1800, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return campaign.load(file), results_dir
+
+
+def two_rank_summaries(document: dict, results_dir: Path) -> list[dict]:
+    """Each planned run's summary, in plan order, each passing its checks with two ranks on two hosts."""
+    found = []
+    for run_ in campaign.plan(document):
+        run_summary = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
+        assert run_summary["sanity"]["passed"], (run_.run_id, run_summary["sanity"])
+        assert run_summary["ranks"] == 2 and len(set(run_summary["hosts"])) == 2, run_.run_id
+        found.append(run_summary)
+    return found

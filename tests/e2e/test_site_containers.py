@@ -12,7 +12,7 @@ import re
 import pytest
 
 from benchrunner import campaign, report, results, summary
-from lab import LAB_VARS, run_campaign
+from lab import LAB_VARS, run_campaign, two_rank_summaries
 
 pytestmark = pytest.mark.containers
 
@@ -38,13 +38,8 @@ def containers_campaign(provisioned, benchmark_image, tmp_path_factory):
 
 
 def test_both_frameworks_trained_in_the_virtualenv_and_in_the_container_under_mpirun_and_srun(containers_campaign):
-    document, results_dir = containers_campaign
-    seen = set()
-    for run_ in campaign.plan(document):
-        found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
-        assert found["sanity"]["passed"], (run_.run_id, found["sanity"])
-        assert found["ranks"] == 2 and len(set(found["hosts"])) == 2
-        seen.add((found["stack"], found["workload"]["framework"], found["launcher"], found["container"]["runtime"]))
+    seen = {(found["stack"], found["workload"]["framework"], found["launcher"], found["container"]["runtime"])
+            for found in two_rank_summaries(*containers_campaign)}
     assert seen == {(stack, framework, launcher, container) for stack, launcher in (("baremetal", "mpirun"), ("slurm", "srun"))
                     for framework in ("tensorflow-horovod", "pytorch-ddp") for container in ("none", "charliecloud")}
 

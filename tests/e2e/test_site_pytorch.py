@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchrunner import campaign, report, results, summary
-from lab import PLACED_BY, run_campaign, run_site
+from lab import PLACED_BY, run_campaign, run_site, two_rank_summaries
 
 # Both frameworks through one launcher: every launcher places torch's ranks in the transformer campaign below (DDP
 # and FSDP read their place through the same code), and TensorFlow's through srun in test_site.
@@ -46,13 +46,8 @@ def transformer_campaign(provisioned, tmp_path_factory):
 
 
 def test_both_frameworks_trained_in_one_campaign(frameworks_campaign):
-    document, results_dir = frameworks_campaign
-    seen = set()
-    for run_ in campaign.plan(document):
-        found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
-        assert found["sanity"]["passed"], (run_.run_id, found["sanity"])
-        assert found["ranks"] == 2 and len(set(found["hosts"])) == 2
-        seen.add((found["stack"], found["workload"]["framework"], found["launcher"]))
+    seen = {(found["stack"], found["workload"]["framework"], found["launcher"])
+            for found in two_rank_summaries(*frameworks_campaign)}
     assert seen == {("baremetal", "tensorflow-horovod", "mpirun"), ("baremetal", "pytorch-ddp", "mpirun")}
 
 

@@ -507,7 +507,6 @@ def test_enroot_on_a_gpu_node_needs_nvidia_container_cli(ansible_plugins):
      "(now [\"charliecloud\", \"docker\"]); [] installs none."),
     (["apptainer", "apptainer"], {}, "Check the container runtimes asked for", None),
     ("charliecloud", {}, "Check the container runtimes asked for", None),
-    (["charliecloud"], {"cluster_stack": "k8s"}, "Check the container runtimes go on the bare-metal stack", None),
     (["enroot"], {"groups": {"nodes": ["node1"]}}, "Check Enroot has the Slurm that Pyxis plugs into",
      "cluster_container_runtimes names enroot, which comes with Pyxis, a Slurm plugin (srun --container-image), but the "
      "inventory has no host in 'slurm_controller', so no Slurm is set up. Add a Slurm controller to the inventory, or "
@@ -523,7 +522,8 @@ def test_preflight_refuses_container_runtimes_the_cluster_cannot_have(ansible_pl
 
 def test_preflight_takes_each_runtime_where_it_can_run(ansible_plugins):
     with_slurm = {"groups": {"nodes": ["node1"], "slurm_controller": ["head"]}}
-    for runtimes, extra in [([], {}), ([], {"cluster_stack": "k8s"}), (["charliecloud", "apptainer"], {}),
+    # A Kubernetes run on an inventory that lists runtimes for its bare-metal stack: nothing to refuse.
+    for runtimes, extra in [([], {}), (ALL_RUNTIMES, {"cluster_stack": "k8s"}), (["charliecloud", "apptainer"], {}),
                             (ALL_RUNTIMES, with_slurm)]:
         assert refusals(evaluate("preflight", "debian12", cluster_container_runtimes=runtimes, **extra),
                         "preflight", "containers.yml") == {}, runtimes

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Writes the launcher, framework and container runtime registries into what names them (`make docs`, before the
-role READMEs): the enums of the current schemas, the benchrunner role's argument-spec choices, and the launchers' facts
-the role asks instead of their names, so none is kept by hand.
+role READMEs): the enums of the current schemas, the job schema's launcher settings keys (from each launcher's
+Settings), the benchrunner role's argument-spec choices, and the launchers' facts the role asks instead of their
+names, so none is kept by hand.
 
-Each is one list in a hand-formatted file: only that list's text is replaced, and the file is read back to show the
-replacement landed where it was meant to.
+Each is one list (or one run of properties) in a hand-formatted file: only that text is replaced, and the file is read
+back to show the replacement landed where it was meant to.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from benchrunner import containers, frameworks, launchers, results  # noqa: E402
 SCHEMAS = PROJECT / "benchrunner" / "src" / "benchrunner" / "schemas"
 ROLE_SPECS = PROJECT / "roles" / "benchrunner" / "meta" / "argument_specs.yml"
 ROLE_VARS = PROJECT / "roles" / "benchrunner" / "vars" / "main.yml"
+# How the job schema's description of a launcher settings key ends: written here, from the launchers' Settings.
+GENERATED = "written by make docs from the launchers' Settings"
 # The role's variable holding each launcher's facts, the last block of its vars.
 LAUNCHER_FACTS = "_benchrunner_launchers"
 
@@ -76,6 +79,49 @@ def schema_text(kind: str, path: tuple[str, ...], names: tuple[str, ...], text: 
     return new
 
 
+def _settings_block(key: str, schema: dict[str, object]) -> str:
+    """One settings key's property as the job schema writes it: one line a keyword, one a setting."""
+    properties = schema["properties"]
+    assert isinstance(properties, dict)
+    lines = [f"      {json.dumps(keyword)}: {json.dumps(value)}" for keyword, value in schema.items() if keyword != "properties"]
+    settings = ",\n".join(f"        {json.dumps(name)}: {json.dumps(value)}" for name, value in properties.items())
+    lines.append(f'      "properties": {{\n{settings}\n      }}')
+    return f"    {json.dumps(key)}: {{\n" + ",\n".join(lines) + "\n    }"
+
+
+def settings_text(schemas: dict[str, dict[str, object]], text: str) -> str:
+    """The job schema's text with its launchers' settings keys, the last of its properties, being `schemas` (by key):
+    from the first of them, or of the keys written before (their description says so), to the end of its properties.
+    A key written before that no launcher reads now is dropped; a key written by hand among them is refused."""
+    where = f"{_schema_file(results.JOB).name} properties"
+    before = json.loads(text)["properties"]
+    written = [key for key, value in before.items() if str(value.get("description", "")).endswith(GENERATED)]
+    keys = "|".join(map(re.escape, [*written, *schemas]))
+    pattern = rf'^(    "(?:{keys})": \{{\n(?:.*\n)*?)  \}},\n  "\$defs"'
+    found = list(re.finditer(pattern, text, flags=re.MULTILINE))
+    if len(found) != 1:
+        raise SystemExit(f"{where}: expected the launchers' settings keys as the last properties, found {len(found)} "
+                         "runs of them: write them as the generator finds them, or teach it the new shape")
+    held = json.loads("{" + found[0].group(1) + "}")
+    strangers = sorted(set(held) - set(written) - set(schemas))
+    if strangers:
+        raise SystemExit(f"{where}: {', '.join(strangers)} sit among the launchers' settings keys, which make docs "
+                         "writes: move them before those")
+    new = text[:found[0].start(1)] + ",\n".join(_settings_block(k, s) for k, s in schemas.items()) + "\n" \
+        + text[found[0].end(1):]
+    after = json.loads(new)["properties"]
+    if list(after)[-len(schemas):] != list(schemas) or any(after[key] != schema for key, schema in schemas.items()) \
+            or {k: v for k, v in after.items() if k not in schemas} != {k: v for k, v in before.items() if k not in held}:
+        raise SystemExit(f"{where}: the properties replaced are not the launchers' settings keys")
+    return new
+
+
+def settings_schemas() -> dict[str, dict[str, object]]:
+    """Each launcher settings key's property of the job schema, saying whose it is and that make docs writes it."""
+    return {key: {"type": "object", "description": f"the settings of {', '.join(readers)}: {GENERATED}",
+                  **launchers.settings_schema(key)} for key, readers in launchers.settings_keys().items()}
+
+
 def specs_text(option: str, names: tuple[str, ...], text: str) -> str:
     """The role's argument specs with `option`'s choices listing `names`."""
     # The option's own block: its key line, then lines indented deeper, up to its choices.
@@ -116,6 +162,8 @@ def rendered() -> dict[Path, str]:
     for kind, path, names in SCHEMA_ENUMS:
         file = _schema_file(kind)
         texts[file] = schema_text(kind, path, names(), texts.get(file, file.read_text()))
+    job = _schema_file(results.JOB)
+    texts[job] = settings_text(settings_schemas(), texts.get(job, job.read_text()))
     specs = ROLE_SPECS.read_text()
     for option, names in ROLE_CHOICES:
         specs = specs_text(option, names(), specs)

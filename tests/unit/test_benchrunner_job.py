@@ -84,6 +84,15 @@ def test_a_job_benchrunner_refuses_stops_the_play_in_preflight(tmp_path, change,
     assert not (tmp_path / "results").exists()
 
 
+def test_launcher_settings_given_to_a_launcher_that_takes_none_stop_the_play_before_the_job_is_resolved(tmp_path):
+    run = play(tmp_path, role_tasks("benchrunner", "00-preflight"), extravars=settings(
+        tmp_path, benchrunner_launcher="mpirun", benchrunner_launcher_settings={"partition": "gpu"}))
+    assert run.refused("benchrunner_launcher_settings gives partition, but launcher mpirun takes no settings. "), \
+        run.stdout[-3000:]
+    assert "use a launcher that takes settings: mpijob, srun, torchrun." in " ".join(run.stdout.split()), run.stdout[-3000:]
+    assert "Resolve the job" not in run.stdout and not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize(("change", "said"), [
     ({"cluster_kubernetes_version": "1.99.0"}, "Kubernetes 1.99.0: the offline validator knows 1.25.0 to"),
     ({"benchrunner_runtime_class": "Bad Class!"}, "kubernetes.runtime_class 'Bad Class!' is not a RuntimeClass name"),

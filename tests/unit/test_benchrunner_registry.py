@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from benchrunner import cli, containers, frameworks, launchers, results
@@ -90,6 +91,84 @@ def test_make_docs_writes_a_new_launcher_framework_and_runtime_into_every_list(m
     assert list(facts) == [*launchers.names()] and facts["zlauncher"] == facts["mpirun"]
     block = f"\n{generator.LAUNCHER_FACTS}:\n"
     assert texts[ROLE_VARS].split(block)[0] == ROLE_VARS.read_text().split(block)[0]
+
+
+class _OwnSettings(launchers.Launcher):
+    """A launcher with settings of its own, as a contributor would add one: one class."""
+
+    name = "zlauncher"
+    stacks = ("baremetal",)
+    frameworks = ("pytorch-ddp",)
+    rank_variables = None
+    needs = frozenset({"hosts"})
+    settings_key = "zkey"
+
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        queue: str = "batch"
+        account: str | None = None
+        port: int = dataclasses.field(default=29500, metadata={launchers.SCHEMA: {"minimum": 1, "maximum": 65535}})
+        exclusive: bool = True
+        grace_s: float = 2.5
+        release: str = dataclasses.field(default="1.0", metadata={launchers.NULL_IS_DEFAULT: True, launchers.SCHEMA: {
+            "description": "null: 1.0"}})
+
+
+def test_make_docs_writes_a_new_launchers_settings_into_the_job_schema_from_its_class(monkeypatch):
+    monkeypatch.setitem(launchers.registry(), "zlauncher", _OwnSettings())
+    schema = json.loads(_generator().rendered()[_generator()._schema_file(results.JOB)])
+    assert schema["properties"]["zkey"] == {
+        "type": "object", "description": "the settings of zlauncher: written by make docs from the launchers' Settings",
+        "additionalProperties": False, "properties": {
+        "queue": {"type": "string"}, "account": {"type": ["string", "null"]},
+        "port": {"type": "integer", "minimum": 1, "maximum": 65535}, "exclusive": {"type": "boolean"},
+        "grace_s": {"type": "number"}, "release": {"type": ["string", "null"], "description": "null: 1.0"}}}
+    # Written last, after the others' keys, which stay as they were.
+    assert list(schema["properties"])[-3:] == [*launchers.settings_keys()][-3:] and list(schema["properties"])[-1] == "zkey"
+    assert {k: v for k, v in schema["properties"].items() if k != "zkey"} == results.schema(results.JOB)["properties"]
+    # Its defaults are its Settings', and a null that stands for one is resolved to it.
+    assert launchers.settings_defaults()["zkey"] == dataclasses.asdict(_OwnSettings.Settings())
+    assert launchers.null_as_default("zkey", {"release": None, "account": None}) == {"release": "1.0", "account": None}
+
+
+def test_make_docs_drops_the_settings_key_of_a_launcher_gone_and_refuses_one_written_by_hand_among_them():
+    generator = _generator()
+    text = generator._schema_file(results.JOB).read_text()
+    slurm_only = {"slurm": generator.settings_schemas()["slurm"]}
+    assert list(json.loads(generator.settings_text(slurm_only, text))["properties"])[-2:] == ["dataset", "slurm"]
+    by_hand = text.replace('"slurm": {', '"zhand": {').replace(f"srun, torchrun: {generator.GENERATED}", "by hand")
+    with pytest.raises(SystemExit, match="zhand sit among the launchers' settings keys, which make docs writes"):
+        generator.settings_text(generator.settings_schemas(), by_hand)
+
+
+def test_a_settings_type_no_job_document_holds_is_refused_by_name(monkeypatch):
+    @dataclasses.dataclass(frozen=True)
+    class Listed:
+        hosts: tuple[str, ...] = ()
+
+    monkeypatch.setattr(_OwnSettings, "Settings", Listed)
+    monkeypatch.setitem(launchers.registry(), "zlauncher", _OwnSettings())
+    with pytest.raises(ValueError, match=r"settings key zkey: hosts is annotated tuple\[str, \.\.\.\], which a job "
+                                         r"document cannot hold \(one of str, int, float, bool, NoneType"):
+        launchers.settings_schema("zkey")
+
+
+def test_launchers_sharing_a_settings_key_that_declare_it_differently_are_refused(monkeypatch):
+    # Both read slurm; torchrun's Settings extend srun's with its own rendezvous port, which is no key of the job.
+    assert [setting.name for setting in launchers.key_fields("slurm")] == ["partition", "mpi"]
+    assert "rdzv_port" in {f.name for f in dataclasses.fields(launchers.get("torchrun").Settings)}
+
+    @dataclasses.dataclass(frozen=True)
+    class OtherMpi(launchers.get("srun").Settings):
+        mpi: str = "pmi2"
+
+    monkeypatch.setattr(type(launchers.get("torchrun")), "Settings", OtherMpi)
+    with pytest.raises(ValueError) as refused:
+        launchers.settings_defaults()
+    assert str(refused.value) == (
+        "the launchers reading settings key slurm (srun, torchrun) must declare its settings alike, but differ on "
+        "mpi: srun: <class 'str'> = 'pmix' {'schema': {'description': 'srun --mpi plugin'}}; torchrun: <class 'str'> = "
+        "'pmi2'")
 
 
 def test_the_roles_launcher_facts_are_the_registrys():

@@ -181,14 +181,18 @@ def test_mpijobs_ask_for_the_rdma_resource_the_device_plugin_advertises(tmp_path
     # The benchrunner role's job, with the shared values as site.yml has them.
     settings = {"cluster_kubernetes_rdma_resource_name": "hca_x", "cluster_kubernetes_version": "1.33.5",
                 "cluster_stack": "k8s", "benchrunner_network": "rdma", "_benchrunner_run": "r1",
-                "_benchrunner_git_commit": "", "cluster_nodes_group": "all", "benchrunner_shm_size": "2Gi"}
+                "_benchrunner_git_commit": "", "cluster_nodes_group": "all", "benchrunner_shm_size": "2Gi",
+                "benchrunner_namespace": "bench",
+                # Any setting of the launcher's, over the variables' own.
+                "benchrunner_launcher_settings": {"worker_cpu": "4", "namespace": "bench2"}}
     (tmp_path / "job.j2").write_text("{{ _benchrunner_job_request | to_json }}")
     role = PROJECT / "roles" / "benchrunner"
     job = json.loads(render(tmp_path, (role,), {tmp_path / "job.j2": "job.json"}, settings)["job.json"])
     assert job["kubernetes"]["rdma_resource"] == "rdma/hca_x"
     assert job["kubernetes"]["version"] == settings["cluster_kubernetes_version"] and job["launcher"] == "mpijob"
     # The pods' sizes are benchrunner's defaults (job_defaults) unless the inventory sets one: only that one is asked.
-    assert job["kubernetes"]["shm_size"] == "2Gi" and not {"worker_cpu", "worker_memory"} & set(job["kubernetes"])
+    assert job["kubernetes"]["shm_size"] == "2Gi" and "worker_memory" not in job["kubernetes"]
+    assert (job["kubernetes"]["worker_cpu"], job["kubernetes"]["namespace"]) == ("4", "bench2")
 
 
 def preflight(tmp_path: Path, role: Path, tasks: str, extra: dict) -> subprocess.CompletedProcess:

@@ -1,18 +1,17 @@
 """What an optional key of a job document means when a request leaves it out: the one home of the job's defaults.
 
-The benchmark role leaves these unset unless the user sets them, the launch command's options and the MPIJob's
-pod settings read them from here, and a test keeps the role and the schema from restating any of them.
+The benchmark role leaves these unset unless the user sets them, the launch command's options read them from here,
+and a test keeps the role and the schema from restating any of them. A launcher's settings key is its Settings': their
+fields' defaults (benchrunner.launchers.settings_defaults), read here, not restated.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from benchrunner import frameworks, sweep
+from benchrunner import frameworks, launchers, sweep
 
 DEFAULT_NODE_RESULTS_DIR = "/var/lib/hpcml/results"
-# The Kubernetes release MPIJobs are validated against when the play provisions none.
-DEFAULT_KUBERNETES_VERSION = "1.33.5"
 # The ChestX-ray14-style dataset the benchmark play makes on the job's nodes for real data without a data_dir.
 DEFAULT_DATASET = {"dir": "/var/lib/hpcml/datasets/chestxray14-mini", "images": 256, "image_size": 64,
                    "tfrecord_shards": 4}
@@ -29,10 +28,5 @@ DEFAULTS: dict[str, Any] = {
     # ended and the rank named (benchrunner.watchdog). Longer than a real job's start and slowest step (a first step
     # that compiles included); a job whose timeout_s is shorter than twice this gets half its timeout_s.
     "stall_timeout_s": 300,
-    "slurm": {"partition": None, "mpi": "pmix"},
-    # The pods' /dev/shm is memory-backed: the container runtime's default is 64 MiB, too little for NCCL and
-    # TensorFlow's shared-memory transports. No RDMA resource by default: a wrong name leaves workers Pending.
-    "kubernetes": {"image": "benchrunner:latest", "namespace": "default", "version": DEFAULT_KUBERNETES_VERSION,
-                   "network_attachment": None, "runtime_class": None, "results_claim": None, "shm_size": "1Gi",
-                   "worker_cpu": "1", "worker_memory": "2Gi", "rdma_resource": None},
+    **launchers.settings_defaults(),
 }

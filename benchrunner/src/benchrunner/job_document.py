@@ -70,9 +70,9 @@ def _with_defaults(request: dict[str, Any]) -> dict[str, Any]:
     for key, value in defaults.items():
         if isinstance(value, dict) and value:
             document[key] = {**value, **request.get(key, {})}
-    if "kubernetes" in defaults:
-        # A play that provisions no Kubernetes has no release to name: the one benchrunner validates against by default.
-        document["kubernetes"]["version"] = document["kubernetes"]["version"] or DEFAULTS["kubernetes"]["version"]
+    own = launcher.settings_key if launcher else None
+    if own in document:
+        document[own] = launchers.null_as_default(own, document[own])
     return document
 
 

@@ -19,7 +19,9 @@ import jsonschema
 import yaml
 
 from benchrunner import launchers
-from benchrunner.job_defaults import DEFAULT_KUBERNETES_VERSION
+
+# The Kubernetes release objects are validated against when the play provisions none.
+DEFAULT_KUBERNETES_VERSION = "1.33.5"
 
 # Custom resources and configuration kinds: (apiVersion, kind) -> schema file. What a launcher submits, it checks
 # (Launcher.manifest_kind).

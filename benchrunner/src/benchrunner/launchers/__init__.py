@@ -11,10 +11,13 @@ these, never its name.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 import time
+import types
+import typing
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -106,7 +109,9 @@ class Launcher:
     submits         whether the control host submits its job (submit()) rather than a node starting it (start())
     manifest_kind   (apiVersion, kind) of the object it submits (manifest(), checked offline by check_manifest())
     settings_key    the job document's key that holds its Settings (None where it takes none); a job of another
-                    launcher that holds this key is refused (settings_keys)
+                    launcher that holds this key is refused (settings_keys). The Settings are the key's one home:
+                    its defaults (job_defaults) and its job schema property (settings_schema, written by make docs)
+                    are read from their fields; launchers sharing a key declare its fields alike (key_fields)
     """
 
     name: ClassVar[str]
@@ -198,6 +203,84 @@ def settings_keys() -> dict[str, tuple[str, ...]]:
         if launcher.settings_key:
             keys[launcher.settings_key] = (*keys.get(launcher.settings_key, ()), name)
     return keys
+
+
+# What a Settings field's metadata may tell the job schema: SCHEMA, JSON Schema keywords its property adds to the type
+# its annotation gives (a description, a pattern, a minimum); NULL_IS_DEFAULT, that null in a job document stands for
+# the field's default (what a play with no value to give passes), which resolving the job puts in its place.
+SCHEMA, NULL_IS_DEFAULT = "schema", "null_is_default"
+# The annotations a setting may have, as the job schema types them (a union of them: a list of types).
+JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+
+
+@dataclass(frozen=True)
+class KeyField:
+    """One setting of a settings key: its type (the annotation), its default and its metadata."""
+
+    name: str
+    type: Any
+    default: Any
+    metadata: dict[str, Any]
+
+
+def key_fields(key: str) -> tuple[KeyField, ...]:
+    """The settings of a job document's settings key: the fields every launcher reading it has in its Settings (a
+    field only some of them have is theirs alone, at its default, and no key of the document). ValueError where two
+    readers give one of them another type, default or metadata: the document could not say whose it holds."""
+    readers = settings_keys()[key]
+    # Each setting's declarations, as (declared, the readers declaring it so).
+    found: dict[str, list[tuple[KeyField, list[str]]]] = {}
+    for name in readers:
+        settings = get(name).Settings
+        hints = typing.get_type_hints(settings)
+        for f in dataclasses.fields(settings):
+            declared, variants = KeyField(f.name, hints[f.name], f.default, dict(f.metadata)), found.setdefault(f.name, [])
+            same = next((names for other, names in variants if other == declared), None)
+            if same is None:
+                variants.append((declared, [name]))
+            else:
+                same.append(name)
+    shared = {setting: variants for setting, variants in found.items()
+              if sum(len(names) for _, names in variants) == len(readers)}
+    disagreeing = [f"{setting}: " + "; ".join(f"{', '.join(names)}: {declared.type} = {declared.default!r}"
+                                              f"{f' {declared.metadata}' if declared.metadata else ''}"
+                                              for declared, names in variants)
+                   for setting, variants in shared.items() if len(variants) > 1]
+    if disagreeing:
+        raise ValueError(f"the launchers reading settings key {key} ({', '.join(readers)}) must declare its settings "
+                         f"alike, but differ on {' | '.join(disagreeing)}")
+    return tuple(variants[0][0] for variants in shared.values())
+
+
+def settings_defaults() -> dict[str, dict[str, Any]]:
+    """Every settings key's defaults by setting: what a job of a launcher reading it holds where it says nothing."""
+    return {key: {setting.name: setting.default for setting in key_fields(key)} for key in settings_keys()}
+
+
+def null_as_default(key: str, values: dict[str, Any]) -> dict[str, Any]:
+    """A settings key's values with each null that stands for its setting's default (NULL_IS_DEFAULT) that default."""
+    defaults = {setting.name: setting.default for setting in key_fields(key) if setting.metadata.get(NULL_IS_DEFAULT)}
+    return {name: defaults[name] if value is None and name in defaults else value for name, value in values.items()}
+
+
+def _json_type(key: str, setting: KeyField) -> str | list[str]:
+    union = typing.get_origin(setting.type) in (typing.Union, types.UnionType)
+    allowed = list(typing.get_args(setting.type) if union else (setting.type,))
+    if setting.metadata.get(NULL_IS_DEFAULT) and type(None) not in allowed:
+        allowed.append(type(None))
+    if any(kind not in JSON_TYPES for kind in allowed):
+        raise ValueError(f"settings key {key}: {setting.name} is annotated {setting.type}, which a job document cannot "
+                         f"hold (one of {', '.join(kind.__name__ for kind in JSON_TYPES)}, or a union of them)")
+    named = [JSON_TYPES[kind] for kind in allowed]
+    return named[0] if len(named) == 1 else named
+
+
+def settings_schema(key: str) -> dict[str, Any]:
+    """The job schema's property for a settings key: an object of its settings, none other, each of its annotation's
+    type (with null where null stands for its default) and what its metadata's SCHEMA adds."""
+    return {"type": "object", "additionalProperties": False,
+            "properties": {setting.name: {"type": _json_type(key, setting), **setting.metadata.get(SCHEMA, {})}
+                           for setting in key_fields(key)}}
 
 
 def default_for(stack: str) -> str:

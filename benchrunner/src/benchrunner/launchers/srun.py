@@ -12,13 +12,12 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchrunner import frameworks, results, watchdog
-from benchrunner.job_defaults import DEFAULTS
-from benchrunner.launchers import Job, Launcher, Options, run_dir
+from benchrunner.launchers import SCHEMA, Job, Launcher, Options, run_dir
 from benchrunner.rank_env import LAUNCHED_AT_ENV
 
 SCRIPT = "job.sbatch"
@@ -40,8 +39,8 @@ class SlurmBatch(Launcher):
     class Settings:
         """The job's partition (None: the cluster's default) and srun's MPI plugin."""
 
-        partition: str | None = DEFAULTS["slurm"]["partition"]
-        mpi: str = DEFAULTS["slurm"]["mpi"]
+        partition: str | None = field(default=None, metadata={SCHEMA: {"description": "null: the cluster's default partition"}})
+        mpi: str = field(default="pmix", metadata={SCHEMA: {"description": "srun --mpi plugin"}})
 
     def settings_problems(self, settings: Any, job: Job, complete: bool) -> list[str]:
         return slurm_problems(settings.partition, settings.mpi)
@@ -97,7 +96,7 @@ def time_limit_minutes(limits: watchdog.Limits) -> int:
     return math.ceil(limits.timeout_s / 60) + 1
 
 
-def script(job: Job, limits: watchdog.Limits, partition: str | None = None, mpi: str = DEFAULTS["slurm"]["mpi"]) -> str:
+def script(job: Job, limits: watchdog.Limits, partition: str | None = None, mpi: str = SlurmBatch.Settings.mpi) -> str:
     """A batch script whose srun starts every rank through Slurm's PMI (no mpirun, no SSH), watched for stalls on the
     batch host, where srun passes on every rank's output (beats included)."""
     job.validate()

@@ -4,15 +4,14 @@ its manifest here, its offline checks in .checks, its submission in .submit."""
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from benchrunner import frameworks, results, watchdog
-from benchrunner.job_defaults import DEFAULTS
-from benchrunner.launchers import JOB_JSON, Job, Launcher, Options
+from benchrunner import frameworks, kubernetes, results, watchdog
+from benchrunner.launchers import JOB_JSON, NULL_IS_DEFAULT, SCHEMA, Job, Launcher, Options
 from benchrunner.launchers.mpijob import checks, submit
 from benchrunner.launchers.mpijob.names import JOB_NAME_LABEL, JOB_ROLE_LABEL, k8s_name
 from benchrunner.provenance import NODE_NAME_ENV
@@ -20,9 +19,6 @@ from benchrunner.rank_env import LAUNCHED_AT_ENV
 
 MANIFEST = "mpijob.yaml"
 API_VERSION, KIND = "kubeflow.org/v2beta1", "MPIJob"
-
-
-_K8S = DEFAULTS["kubernetes"]
 
 
 class MPIJob(Launcher):
@@ -49,16 +45,22 @@ class MPIJob(Launcher):
         names it (rdma/<resourceName>); results_claim a ReadWriteMany claim the ranks write to (None: the launcher's
         log)."""
 
-        image: str = _K8S["image"]
-        namespace: str = _K8S["namespace"]
-        version: str = _K8S["version"]
-        network_attachment: str | None = _K8S["network_attachment"]
-        runtime_class: str | None = _K8S["runtime_class"]
-        results_claim: str | None = _K8S["results_claim"]
-        shm_size: str = _K8S["shm_size"]
-        worker_cpu: str = _K8S["worker_cpu"]
-        worker_memory: str = _K8S["worker_memory"]
-        rdma_resource: str | None = _K8S["rdma_resource"]
+        image: str = "benchrunner:latest"
+        namespace: str = "default"
+        # A play that provisions no Kubernetes has no release to name: null is the one benchrunner validates against.
+        version: str = field(default=kubernetes.DEFAULT_KUBERNETES_VERSION, metadata={NULL_IS_DEFAULT: True, SCHEMA: {
+            "description": "the Kubernetes release the MPIJob's pod templates are validated against (null: benchrunner's "
+                           "default)"}})
+        network_attachment: str | None = None
+        runtime_class: str | None = None
+        results_claim: str | None = None
+        # The pods' /dev/shm is memory-backed: the container runtime's default is 64 MiB, too little for NCCL and
+        # TensorFlow's shared-memory transports.
+        shm_size: str = "1Gi"
+        worker_cpu: str = "1"
+        worker_memory: str = "2Gi"
+        # None by default: a wrong name leaves workers Pending.
+        rdma_resource: str | None = None
 
     def settings_problems(self, settings: Any, job: Job, complete: bool) -> list[str]:
         # Here, not only when the MPIJob is rendered at launch: preflight resolves the job before the play writes

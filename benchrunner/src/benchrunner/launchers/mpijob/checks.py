@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from benchrunner import kubernetes
-from benchrunner.job_defaults import DEFAULT_KUBERNETES_VERSION
 from benchrunner.launchers.mpijob.names import DNS1123_LABEL, LABEL_MAX, k8s_name_problems
 
 MPIJOB_SCHEMA = "mpijob.kubeflow.org-v2beta1.json"
 
 
-def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> None:
+def validate_mpijob(manifest: dict[str, Any], kubernetes_version: str = kubernetes.DEFAULT_KUBERNETES_VERSION) -> None:
     """Raise ValueError naming the first place the MPIJob departs from the v2beta1 API or, in its pod
     templates, from the Kubernetes API."""
     kubernetes.check(MPIJOB_SCHEMA, manifest, "MPIJob (kubeflow.org/v2beta1)")

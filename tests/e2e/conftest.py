@@ -11,10 +11,6 @@ from lab import LAB_INVENTORY, LAB_VARS, PROJECT, run_site
 BENCHMARK_IMAGE = LAB_VARS["benchrunner_image"]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "containers: the container campaign, run by make e2e-containers, not make e2e")
-
-
 @pytest.fixture(scope="session", autouse=True)
 def lab_is_up() -> None:
     if not LAB_INVENTORY.is_file():
@@ -39,8 +35,8 @@ def provisioned(first_run) -> None:
 
 @pytest.fixture(scope="session")
 def benchmark_image() -> str:
-    """The benchmark image built from this checkout, once a session: the MPIJob emulation runs it, and the container
-    campaign's runs convert it for Charliecloud."""
+    """The benchmark image built from this checkout, once a session: the MPIJob emulation runs it, and the frameworks
+    campaign's container runs convert it for Charliecloud."""
     subprocess.run(["make", "--no-print-directory", "image", f"IMAGE={BENCHMARK_IMAGE}"], cwd=PROJECT, check=True,
                    capture_output=True)
     return BENCHMARK_IMAGE

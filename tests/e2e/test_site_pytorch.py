@@ -1,33 +1,19 @@
-"""PyTorch DDP beside Horovod TensorFlow on the lab: one campaign crosses both frameworks, each run gathered, checked
-and grouped by framework in the report; a transformer pretrained with FSDP2 through mpirun, torchrun, srun and torchrun
-under srun, judged in tokens/s and in MFU against what each rank's own matmul reaches; and torch.distributed's
-collective sweep through torchrun."""
+"""A transformer pretrained with FSDP2 through mpirun, torchrun, srun and torchrun under srun, judged in tokens/s and
+in MFU against what each rank's own matmul reaches; and torch.distributed's collective sweep through torchrun. DDP
+beside Horovod TensorFlow, in and out of a container, is test_site_frameworks."""
 
 from __future__ import annotations
 
 import pytest
 
 from benchrunner import campaign, report, results, summary
-from lab import PLACED_BY, run_campaign, run_site, two_rank_summaries
-
-# Both frameworks through one launcher: every launcher places torch's ranks in the transformer campaign below (DDP
-# and FSDP read their place through the same code), and TensorFlow's through srun in test_site.
-CAMPAIGN = {
-    "name": "e2e-frameworks",
-    "repeats": 1,
-    "gpus": [2],
-    "stacks": ["baremetal"],
-    "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
-    "launchers": {"baremetal": ["mpirun"]},
-    "workloads": {"model": ["small_cnn"]},
-    "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2, "measured_steps": 6},
-}
-
+from lab import PLACED_BY, run_campaign, run_site
 
 # llama-tiny under FSDP2 on every launcher of both stacks, torchrun under srun included: short sequences, so a step
 # takes a second on the lab.
 TRANSFORMER = {
-    **CAMPAIGN, "name": "e2e-transformer", "stacks": ["baremetal", "slurm"], "frameworks": ["pytorch-fsdp"],
+    "name": "e2e-transformer", "repeats": 1, "gpus": [2], "stacks": ["baremetal", "slurm"],
+    "frameworks": ["pytorch-fsdp"],
     "launchers": {"baremetal": ["mpirun", "torchrun"], "slurm": ["srun", "torchrun"]},
     "workloads": {"model": ["llama-tiny"]},
     "fixed": {"sequence_length": 64, "batch_size": 4, "optimizer": "adamw", "weight_decay": 0.1, "warmup_steps": 2,
@@ -36,45 +22,8 @@ TRANSFORMER = {
 
 
 @pytest.fixture(scope="module")
-def frameworks_campaign(provisioned, tmp_path_factory):
-    return run_campaign(CAMPAIGN, tmp_path_factory.mktemp("frameworks"))
-
-
-@pytest.fixture(scope="module")
 def transformer_campaign(provisioned, tmp_path_factory):
     return run_campaign(TRANSFORMER, tmp_path_factory.mktemp("transformer"))
-
-
-def test_both_frameworks_trained_in_one_campaign(frameworks_campaign):
-    seen = {(found["stack"], found["workload"]["framework"], found["launcher"])
-            for found in two_rank_summaries(*frameworks_campaign)}
-    assert seen == {("baremetal", "tensorflow-horovod", "mpirun"), ("baremetal", "pytorch-ddp", "mpirun")}
-
-
-def test_pytorch_ranks_record_their_framework_backend_and_launcher(frameworks_campaign):
-    document, results_dir = frameworks_campaign
-    for run_ in campaign.plan(document):
-        if run_.point.get("framework") != "pytorch-ddp":
-            continue
-        for path in sorted((results_dir / run_.run_id / "raw").glob("rank-*.json")):
-            rank = results.load(results.RANK_RESULT, path)
-            assert rank["framework"] == "pytorch-ddp" and rank["model"]["parameters"] > 0
-            torch = rank["provenance"]["torch"]
-            # Where each rank read its place from: torchrun's variables, Open MPI's or Slurm's.
-            assert (torch["backend"], torch["launched_by"]) == ("gloo", PLACED_BY[run_.point["launcher"]]), path
-            assert rank["device"]["trained_on"] == "cpu"
-            assert rank["provenance"]["launcher"] == run_.point["launcher"]
-
-
-def test_the_campaign_report_groups_runs_by_framework(frameworks_campaign):
-    _, results_dir = frameworks_campaign
-    text = (results_dir / "campaigns" / "e2e-frameworks" / report.REPORT_MD).read_text()
-    assert "Campaign e2e-frameworks: 2 runs done, 0 failed." in text
-    # The founding framework's rows keep their old names; PyTorch's are named for it.
-    assert "| small_cnn synthetic b16 32px" in text and "| pytorch-ddp small_cnn synthetic b16 32px" in text
-    # Different frameworks are never one figure, nor a ratio, unless pooled on purpose.
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "b16 32px" in line]
-    assert not any("tensorflow-horovod" in row and "pytorch-ddp" in row for row in rows)
 
 
 def test_fsdp_pretrains_the_transformer_through_every_launcher(transformer_campaign):

@@ -1,9 +1,7 @@
-"""Horovod TensorFlow and PyTorch DDP on the lab in the nodes' virtualenv and in the benchmark image under
-Charliecloud, through mpirun and srun: one campaign crosses them all, each rank checked to run where it says, and the
-report gives the container's throughput over the virtualenv's with its interval.
-
-Eight runs and the image's conversion: about 9 minutes on 2 cores, which `make test` cannot add within CI's 90 minutes
-on this machine, so `make e2e` leaves these out (marker `containers`) and `make e2e-containers` runs them."""
+"""Horovod TensorFlow and PyTorch DDP side by side on the lab, in the nodes' virtualenv and in the benchmark image
+under Charliecloud, through mpirun and srun: one campaign crosses them all, each rank checked to run where it says,
+and the report keeps the frameworks apart and gives the container's throughput over the virtualenv's with its
+interval."""
 
 from __future__ import annotations
 
@@ -12,15 +10,13 @@ import re
 import pytest
 
 from benchrunner import campaign, report, results, summary
-from lab import LAB_VARS, run_campaign, two_rank_summaries
+from lab import LAB_VARS, PLACED_BY, run_campaign, two_rank_summaries
 
-pytestmark = pytest.mark.containers
-
-# Both frameworks, in the nodes' virtualenv and in the benchmark image under Charliecloud, through mpirun and through
-# srun: every launcher places torch's ranks in the transformer campaign below (DDP and FSDP read their place through
-# the same code). The smallest window whose runs each still have an interval (6 measured steps: 3 batch means).
+# Both frameworks through mpirun and srun: every launcher places torch's ranks in the transformer campaign
+# (test_site_pytorch; DDP and FSDP read their place through the same code), so these two carry the container axis.
+# The smallest window whose runs each still have an interval (6 measured steps: 3 batch means).
 CAMPAIGN = {
-    "name": "e2e-containers",
+    "name": "e2e-frameworks",
     "repeats": 1,
     "gpus": [2],
     "stacks": ["baremetal", "slurm"],
@@ -30,28 +26,37 @@ CAMPAIGN = {
     "workloads": {"model": ["small_cnn"]},
     "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2, "measured_steps": 6},
 }
+LAUNCHERS = (("baremetal", "mpirun"), ("slurm", "srun"))
+FRAMEWORKS = ("tensorflow-horovod", "pytorch-ddp")
 
 
 @pytest.fixture(scope="module")
-def containers_campaign(provisioned, benchmark_image, tmp_path_factory):
-    return run_campaign(CAMPAIGN, tmp_path_factory.mktemp("containers"))
+def frameworks_campaign(provisioned, benchmark_image, tmp_path_factory):
+    return run_campaign(CAMPAIGN, tmp_path_factory.mktemp("frameworks"))
 
 
-def test_both_frameworks_trained_in_the_virtualenv_and_in_the_container_under_mpirun_and_srun(containers_campaign):
+def test_both_frameworks_trained_in_the_virtualenv_and_in_the_container_under_mpirun_and_srun(frameworks_campaign):
     seen = {(found["stack"], found["workload"]["framework"], found["launcher"], found["container"]["runtime"])
-            for found in two_rank_summaries(*containers_campaign)}
-    assert seen == {(stack, framework, launcher, container) for stack, launcher in (("baremetal", "mpirun"), ("slurm", "srun"))
-                    for framework in ("tensorflow-horovod", "pytorch-ddp") for container in ("none", "charliecloud")}
+            for found in two_rank_summaries(*frameworks_campaign)}
+    assert seen == {(stack, framework, launcher, container) for stack, launcher in LAUNCHERS
+                    for framework in FRAMEWORKS for container in ("none", "charliecloud")}
 
 
-def test_every_rank_records_its_container(containers_campaign):
-    document, results_dir = containers_campaign
+def test_every_rank_records_its_framework_launcher_and_container(frameworks_campaign):
+    document, results_dir = frameworks_campaign
     for run_ in campaign.plan(document):
         found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
         ranks = [results.load(results.RANK_RESULT, path)
                  for path in sorted((results_dir / run_.run_id / "raw").glob("rank-*.json"))]
         assert len(ranks) == 2, run_.run_id
         for rank in ranks:
+            assert rank["provenance"]["launcher"] == run_.point["launcher"], run_.run_id
+            if run_.point["framework"] == "pytorch-ddp":
+                assert rank["framework"] == "pytorch-ddp" and rank["model"]["parameters"] > 0
+                torch = rank["provenance"]["torch"]
+                # Where each rank read its place from: Open MPI's variables or Slurm's, in the container as out of it.
+                assert (torch["backend"], torch["launched_by"]) == ("gloo", PLACED_BY[run_.point["launcher"]]), run_.run_id
+                assert rank["device"]["trained_on"] == "cpu"
             # A rank records its container in its provenance, beside its launcher.
             container = rank["provenance"]["container"]
             assert container["runtime"] == campaign.container(run_.point) and container == found["container"], run_.run_id
@@ -65,10 +70,10 @@ def test_every_rank_records_its_container(containers_campaign):
             assert isinstance(container["mounts"], list), container
 
 
-def test_the_campaign_report_shows_the_container_over_the_virtualenv_with_its_interval(containers_campaign):
-    _, results_dir = containers_campaign
-    text = (results_dir / "campaigns" / "e2e-containers" / report.REPORT_MD).read_text()
-    assert "Campaign e2e-containers: 8 runs done, 0 failed." in text
+def test_the_report_keeps_frameworks_apart_and_shows_the_container_over_the_virtualenv(frameworks_campaign):
+    _, results_dir = frameworks_campaign
+    text = (results_dir / "campaigns" / "e2e-frameworks" / report.REPORT_MD).read_text()
+    assert "Campaign e2e-frameworks: 8 runs done, 0 failed." in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "b16 32px" in line]
     # The founding framework's rows keep their old names; PyTorch's are named for it.
     assert any(row.startswith("| small_cnn synthetic b16 32px") for row in rows), text

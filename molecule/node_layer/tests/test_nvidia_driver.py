@@ -27,6 +27,9 @@ def test_driver_is_pinned_and_held(host):
     pref = host.file("/etc/apt/preferences.d/hpcml-nvidia-driver.pref").content_string
     assert "Pin: version 580.95.05-*" in pref
     assert "Pin-Priority: 1001" in pref
+    # A library the role does not name is pinned through its pattern (libcuda*): the newer version stays at 500.
+    policy = host.check_output("apt-cache policy libcuda1")
+    assert "580.95.05-1 1001" in policy and "580.105.08-1 500" in policy, policy
     upgrade = host.check_output("apt-get -s dist-upgrade")
     assert "nvidia" not in upgrade and "libcuda" not in upgrade
 

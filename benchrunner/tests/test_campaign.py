@@ -251,12 +251,12 @@ def test_frameworks_and_a_stacks_launchers_are_axes(campaign_file):
     document = campaign.load(campaign_file({**LAB, "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
                                             "launchers": {"baremetal": ["mpirun", "torchrun", "horovodrun"]}}))
     training = [p for p in campaign.points(document) if p["program"] == "train"]
-    placed = sorted({(p.get("framework", "tensorflow-horovod"), p["launcher"]) for p in training})
+    placed = sorted({(campaign.framework(p), p["launcher"]) for p in training})
     # torchrun starts PyTorch's ranks only, horovodrun Horovod's: four placements, not six.
     assert placed == [("pytorch-ddp", "mpirun"), ("pytorch-ddp", "torchrun"),
                       ("tensorflow-horovod", "horovodrun"), ("tensorflow-horovod", "mpirun")]
     assert len(training) == 4 * 2 * 2 * 2
-    torch_run = next(r for r in campaign.plan(document) if r.point.get("framework") == "pytorch-ddp")
+    torch_run = next(r for r in campaign.plan(document) if campaign.framework(r.point) == "pytorch-ddp")
     assert campaign.job_request(torch_run, document)["framework"] == "pytorch-ddp"
     assert "pytorch-ddp" in torch_run.run_id
 
@@ -265,7 +265,7 @@ def test_torchrun_under_slurm_is_one_of_the_slurm_stacks_launchers(campaign_file
     document = campaign.load(campaign_file({**LAB, "stacks": ["slurm"], "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
                                             "launchers": {"slurm": ["srun", "torchrun"]}}))
     training = [p for p in campaign.points(document) if p["program"] == "train"]
-    placed = sorted({(p["stack"], p.get("framework", "tensorflow-horovod"), p["launcher"]) for p in training})
+    placed = sorted({(p["stack"], campaign.framework(p), p["launcher"]) for p in training})
     # torchrun starts PyTorch's ranks only, under Slurm as on bare metal.
     assert placed == [("slurm", "pytorch-ddp", "srun"), ("slurm", "pytorch-ddp", "torchrun"),
                       ("slurm", "tensorflow-horovod", "srun")]
@@ -354,7 +354,7 @@ def test_a_container_no_launcher_can_start_is_refused_before_anything_runs(campa
 def test_the_shipped_campaigns_load_and_cross_both_frameworks(name):
     path = Path(__file__).resolve().parents[1] / "campaigns" / name
     document = campaign.load(path)
-    trained = {p.get("framework", "tensorflow-horovod") for p in campaign.points(document) if p["program"] == "train"}
+    trained = {campaign.framework(p) for p in campaign.points(document) if p["program"] == "train"}
     assert trained == {"tensorflow-horovod", "pytorch-ddp"}
 
 
@@ -363,7 +363,7 @@ def test_models_of_both_kinds_cross_only_the_frameworks_and_settings_that_take_t
         "name": "kinds", "repeats": 1, "gpus": [2], "frameworks": ["tensorflow-horovod", "pytorch-ddp"],
         "workloads": {"model": ["small_cnn", "llama-tiny"], "sequence_length": [128, 256]},
         "fixed": {"image_size": 32, "measured_steps": 10}}))
-    trained = [(p.get("framework", "tensorflow-horovod"), p["workload"]["model"], p["workload"].get("sequence_length"),
+    trained = [(campaign.framework(p), p["workload"]["model"], p["workload"].get("sequence_length"),
                 p["workload"].get("image_size")) for p in campaign.points(document)]
     # The image model once per framework, without a sequence length; the transformer under PyTorch only, once per
     # sequence length and without an image size.

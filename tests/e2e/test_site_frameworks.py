@@ -51,8 +51,7 @@ def test_every_rank_records_its_framework_launcher_and_container(frameworks_camp
         assert len(ranks) == 2, run_.run_id
         for rank in ranks:
             assert rank["provenance"]["launcher"] == run_.point["launcher"], run_.run_id
-            # A point names its framework only where it is not the founding one (its run id stays as it was).
-            if run_.point.get("framework") == "pytorch-ddp":
+            if campaign.framework(run_.point) == "pytorch-ddp":
                 assert rank["framework"] == "pytorch-ddp" and rank["model"]["parameters"] > 0
                 torch = rank["provenance"]["torch"]
                 # Where each rank read its place from: Open MPI's variables or Slurm's, in the container as out of it.

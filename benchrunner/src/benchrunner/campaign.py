@@ -113,6 +113,11 @@ def container(point: dict[str, Any]) -> str:
     return point.get("container", containers.NONE)
 
 
+def framework(point: dict[str, Any]) -> str:
+    """The framework a point trains with: the default one for a point that names none (see points())."""
+    return point.get("framework", frameworks.DEFAULT)
+
+
 def _listed(chosen: str | list[str]) -> list[str]:
     return [chosen] if isinstance(chosen, str) else list(chosen)
 
@@ -303,7 +308,7 @@ def job_request(run_: Run, campaign: dict[str, Any]) -> dict[str, Any]:
     environment, launcher and Kubernetes settings) to these keys."""
     point = run_.point
     request = {"run_id": run_.run_id, "program": point["program"], "stack": point["stack"],
-               "launcher": point["launcher"], "framework": point.get("framework", frameworks.DEFAULT),
+               "launcher": point["launcher"], "framework": framework(point),
                "network": point["network"], "ranks": point["gpus"],
                "gpus_per_node": point["gpus_per_node"], "workload": point["workload"],
                "dataset": {**job_document.DEFAULT_DATASET, **campaign.get("dataset", {})}}

@@ -99,26 +99,31 @@ demo: host-deps $(VENV)/.ansible
 	@$(call demo_phase,site.yml done (provisioned and the benchmark run))
 	@echo; benchrunner report --results-dir results
 
-# Each part's wall time is printed as it ends, and all of them at the end, so a CI log says where the time went.
-# The unit suite runs beside the end-to-end part, which leaves about half of the 2 cores idle once the lab is
-# provisioned: it starts when the e2e's first site.yml has ended (its conftest touches $(E2E_PROVISIONED); beside that
-# play, the one that keeps both cores busy, the unit suite doubled it: 765 s against 363 s), or when the e2e ends if
-# it never got that far. In a session of its own (setsid), so the kernel's autogroups weigh it as one group beside the
-# e2e's controller and the lab's containers. Its output is printed whole when both have ended; either failing fails
-# make test.
+# Two lanes from the start, each part's wall time printed as it ends and all of them at the end, so a CI log says where
+# the time went. The end-to-end part is one lane: a chain of lab runs that leaves about half of the 2 cores idle once
+# its first site.yml (the one stretch that keeps both busy) has provisioned the lab. The other lane, in a session of
+# its own (setsid, so the kernel's autogroups weigh it as one group beside the e2e's controller and the lab's
+# containers), takes that idle half: lint, then the molecule scenarios one at a time, python_env's once the e2e's
+# first site.yml has ended (the e2e's conftest touches $(E2E_PROVISIONED), ok or not): on a fresh machine that play
+# compiles Horovod into the wheelhouse, which python_env's scenario then installs from instead of compiling it again.
+# Then the unit suite. The second lane's output is printed whole when both have ended; any part failing fails make test.
 TEST_PARTS_LOG := .cache/test-parts.txt
 E2E_PROVISIONED := $(CURDIR)/.cache/e2e-provisioned
-test: deps
-	@rm -f $(TEST_PARTS_LOG) .cache/unit.log $(E2E_PROVISIONED); mkdir -p .cache; \
-	timed() { start=$$(date +%s); rc=0; $(MAKE) --no-print-directory $$1 || rc=$$?; \
-	  echo "make test: $$1 took $$(( $$(date +%s) - start )) s$${2:-}" | tee -a $(TEST_PARTS_LOG); return $$rc; }; \
-	timed lint; timed molecule; \
-	( until [ -e $(E2E_PROVISIONED) ]; do sleep 5; done; \
-	  exec setsid bash -c "$$(declare -f timed); timed unit ', beside e2e'" ) > .cache/unit.log 2>&1 & unit=$$!; \
-	e2e=0; HPCML_E2E_PROVISIONED=$(E2E_PROVISIONED) timed e2e || e2e=$$?; touch $(E2E_PROVISIONED); \
-	unit_rc=0; wait $$unit || unit_rc=$$?; \
-	echo "make test: the unit suite's output (it ran beside e2e):"; cat .cache/unit.log; cat $(TEST_PARTS_LOG); \
-	[ $$e2e -eq 0 ] && [ $$unit_rc -eq 0 ]
+_molecule_beside_e2e = $(filter-out python_env,$(MOLECULE_SCENARIOS))
+test: deps lab-image
+	@rm -f $(TEST_PARTS_LOG) .cache/beside-e2e.log $(E2E_PROVISIONED); mkdir -p .cache; \
+	timed() { label=$$1; shift; start=$$(date +%s); rc=0; $(MAKE) --no-print-directory "$$@" || rc=$$?; \
+	  echo "make test: $$label took $$(( $$(date +%s) - start )) s" | tee -a $(TEST_PARTS_LOG); return $$rc; }; \
+	( exec setsid bash -c "$$(declare -f timed); failed=0; timed lint lint || failed=1; \
+	    timed 'molecule ($(_molecule_beside_e2e))' molecule MOLECULE_JOBS=1 MOLECULE_SCENARIOS='$(_molecule_beside_e2e)' \
+	      || failed=1; \
+	    until [ -e $(E2E_PROVISIONED) ]; do sleep 5; done; \
+	    timed 'molecule (python_env)' molecule MOLECULE_SCENARIOS=python_env || failed=1; \
+	    timed unit unit || failed=1; exit \$$failed" ) > .cache/beside-e2e.log 2>&1 & beside=$$!; \
+	e2e=0; HPCML_E2E_PROVISIONED=$(E2E_PROVISIONED) timed e2e e2e || e2e=$$?; touch $(E2E_PROVISIONED); \
+	beside_rc=0; wait $$beside || beside_rc=$$?; \
+	echo "make test: lint's, molecule's and the unit suite's output (beside e2e):"; cat .cache/beside-e2e.log; \
+	cat $(TEST_PARTS_LOG); [ $$e2e -eq 0 ] && [ $$beside_rc -eq 0 ]
 
 # The last step is ansible-test sanity on hpcml.cluster (about 50 s the first time; its venvs are then cached).
 lint: deps

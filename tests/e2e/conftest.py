@@ -13,6 +13,17 @@ from lab import LAB_INVENTORY, LAB_VARS, PROJECT, run_site
 BENCHMARK_IMAGE = LAB_VARS["benchrunner_image"]
 
 
+# The first module provisions the lab (first_run); the last takes a node away and builds it afresh, unprovisioned. The
+# rest in file order, between them, on the lab the first left.
+FIRST_MODULE = "test_site.py"
+LAST_MODULE = "test_lab.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {FIRST_MODULE: 0, LAST_MODULE: 2}
+    items.sort(key=lambda item: rank.get(item.path.name, 1))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def lab_is_up() -> None:
     if not LAB_INVENTORY.is_file():

@@ -177,6 +177,26 @@ def test_node_layer_skips_every_hardware_step_with_its_reason(node_validation):
         assert "nvidia_container_toolkit" not in node["roles"]
 
 
+# What the node layer's roles would have put on a GPU node (the image node of molecule's node_layer scenario has it all).
+NODE_LAYER_FILES = ["/etc/apt/sources.list.d/nvidia-cuda.sources", "/etc/modprobe.d/blacklist-nouveau.conf",
+                    "/etc/profile.d/cuda.sh", "/etc/systemd/system/nvidia-peermem.service"]
+NODE_LAYER_PACKAGES = ("nvidia-", "libnvidia-", "libcuda", "cuda-", "libcudnn", "libnccl", "perftest")
+
+
+def test_a_node_without_gpus_gets_nothing_of_the_node_layer(first_run):
+    for node in lab_node_names():
+        records = {role: json.loads(on(node, "cat", f"/etc/ansible/facts.d/hpcml_{role}.fact")) for role in NODE_LAYER_ROLES}
+        assert all(record["steps"] == "skip" for record in records.values()), (node, records)
+        assert records["nvidia_driver"]["packages"] == [] and records["cuda_toolkit"]["versions"] == []
+        assert records["nvidia_fabricmanager"]["nvswitches"] == 0
+        gpudirect = records["gpudirect"]
+        assert (gpudirect["route"], gpudirect["peermem"], gpudirect["ready"]) == (None, False, False)
+        listed = on(node, "dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n").splitlines()
+        installed = [line.split()[1] for line in listed if line.startswith("ii ")]
+        assert [package for package in installed if package.startswith(NODE_LAYER_PACKAGES)] == [], node
+        assert on(node, "sh", "-c", f"ls -d {' '.join(NODE_LAYER_FILES)} 2>/dev/null || true") == "", node
+
+
 def test_validation_summary_says_what_it_could_not_check_and_why(node_validation):
     assert node_validation["status"] == "pass"
     assert node_validation["cluster"]["versions_uniform"] == {"status": "skip", "reason": "no node has an NVIDIA GPU"}

@@ -38,9 +38,13 @@ def test_containerd_runs_on_every_kubernetes_host(k8s_run):
         state = json.loads(on(host, "cat", "/etc/ansible/facts.d/hpcml_containerd.fact"))
         # No GPU in the lab: the toolkit registered no nvidia runtime with the containerd role, and says why.
         assert (state["runtimes"], state["default_runtime"]) == (["runc"], "runc")
+        assert "runtimes.nvidia" not in loaded
+        assert on(host, "sh", "-c", "ls /etc/ansible/facts.d/hpcml_containerd_runtime_nvidia.fact 2>/dev/null || true") == ""
         if host != HEAD:
             toolkit = json.loads(on(host, "cat", "/etc/ansible/facts.d/hpcml_nvidia_container_toolkit.fact"))
             assert toolkit["steps"] == "skip" and "no NVIDIA GPU" in toolkit["reason"]
+            assert on(host, "sh", "-c", "dpkg-query -W -f '${Status}' nvidia-container-toolkit 2>/dev/null || true") \
+                in ("", "unknown ok not-installed")
 
 
 def test_kubelet_prerequisites_are_checked_on_the_running_kernel(k8s_run):

@@ -1,17 +1,13 @@
 """Molecule's testinfra tests pass only by checking (issue 36, item 4). A test that cannot see what it checks on a
-host skips there and says what it could not see (molecule/shared/node_layer.py: only_on_image, only_on_cpu); a
-`return` before its end reported a pass for a check that never ran. The tests run only in molecule's containers, so
-they are read here with ast: every path through a test asserts, or leaves it by skip, fail or raise."""
+host skips there and says what it could not see; a `return` before its end reported a pass for a check that never
+ran (the node-layer scenarios' tests once did, on the kind of node they had nothing to check on). The tests run only
+in molecule's containers, so they are read here with ast: every path through a test asserts, or leaves it by skip,
+fail or raise."""
 
 from __future__ import annotations
 
 import ast
-import importlib.util
-import shutil
 from pathlib import Path
-from types import SimpleNamespace
-
-import pytest
 
 from unit_paths import PROJECT
 
@@ -177,10 +173,32 @@ def test_every_molecule_test_asserts_or_skips_with_the_reason():
     # Every test of every scenario was read, and the shared helpers with them.
     written = sum(path.read_text().count("\ndef test_") for path in MOLECULE.glob("*/tests/test_*.py"))
     assert checked.tests == written and written > 50
-    assert {"only_on_image", "only_on_cpu", "assert_skipped"} <= set(checked.shared["node_layer"].functions)
+    assert {"record", "held", "installed_version"} <= set(checked.shared["node_layer"].functions)
 
 
-# What the node layer's tests did (a return on the wrong kind of host), and the other ways to pass unchecked.
+# Helpers of the kind the checker follows into: one that skips where it cannot see, one that asserts.
+SHARED_HELPERS = '''import pytest
+
+
+def is_image(host):
+    return host.backend.get_hostname().endswith("-image")
+
+
+def only_on_image(host, what):
+    if not is_image(host):
+        pytest.skip(f"{host} has no {what} to check")
+
+
+def only_on_cpu(host, role):
+    if is_image(host):
+        pytest.skip(f"{host} runs the {role} role's steps: no skip to check")
+
+
+def assert_skipped(host, name):
+    assert host.file(f"/etc/ansible/facts.d/hpcml_{name}.fact").exists
+'''
+
+# What the node layer's tests once did (a return on the wrong kind of host), and the other ways to pass unchecked.
 UNCHECKED = '''import pytest
 
 from node_layer import is_image, only_on_image
@@ -259,7 +277,8 @@ def line_of(text: str, fragment: str) -> int:
 
 def test_the_checker_names_each_way_to_pass_unchecked_by_file_and_line(tmp_path):
     molecule = tmp_path / "molecule"
-    shutil.copytree(MOLECULE / SHARED, molecule / SHARED)
+    (molecule / SHARED).mkdir(parents=True)
+    (molecule / SHARED / "node_layer.py").write_text(SHARED_HELPERS)
     (molecule / "lab" / "tests").mkdir(parents=True)
     (molecule / "lab" / "tests" / "test_unchecked.py").write_text(UNCHECKED)
     (molecule / "lab" / "tests" / "test_checked.py").write_text(CHECKED)
@@ -281,30 +300,3 @@ def test_the_checker_names_each_way_to_pass_unchecked_by_file_and_line(tmp_path)
         f"{where}:{line_of(UNCHECKED, 'return host')}: test_returns_a_value_unchecked returns before it asserted "
         "anything",
     ])
-
-
-def shared_helpers():
-    spec = importlib.util.spec_from_file_location("node_layer", MOLECULE / SHARED / "node_layer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def lab_host(name: str) -> SimpleNamespace:
-    """What the helpers ask of testinfra's host: the name the container gives itself."""
-    return SimpleNamespace(backend=SimpleNamespace(get_hostname=lambda: name))
-
-
-def test_a_test_that_cannot_see_what_it_checks_skips_saying_what():
-    helpers = shared_helpers()
-    with pytest.raises(pytest.skip.Exception) as skipped:
-        helpers.only_on_image(lab_host("mol-nl-cpu"), "CUDA toolkits")
-    assert str(skipped.value) == ("mol-nl-cpu is the scenario's cpu node, where every hardware step skips: it has no "
-                                  "CUDA toolkits to check (the image node has)")
-    with pytest.raises(pytest.skip.Exception) as skipped:
-        helpers.only_on_cpu(lab_host("mol-nl-image"), "cuda_toolkit")
-    assert str(skipped.value) == ("mol-nl-image is the scenario's image node, where the cuda_toolkit role runs its "
-                                  "steps: it has no skip to check (the cpu node has)")
-    # On the host that has what it checks, the test goes on to its assertions.
-    assert helpers.only_on_image(lab_host("mol-nl-image"), "CUDA toolkits") is None
-    assert helpers.only_on_cpu(lab_host("mol-nl-cpu"), "cuda_toolkit") is None

@@ -1,9 +1,9 @@
-"""The Kubernetes stack's container runtime: the toolkit at its version (or a reasoned skip), containerd running with
-what config.toml sets as containerd itself parsed it, the nvidia runtime where the toolkit is, kubelet's prerequisites."""
+"""The Kubernetes stack's container runtime: the toolkit at its version, containerd running with what config.toml sets
+as containerd itself parsed it, the toolkit's nvidia runtime its default, kubelet's prerequisites."""
 
 import json
 
-from node_layer import assert_skipped, held, installed_version, is_image, only_on_cpu, only_on_image, record
+from node_layer import held, installed_version, record
 
 CRI = 'plugins."io.containerd.grpc.v1.cri"'
 
@@ -13,14 +13,7 @@ def dump(host):
     return host.check_output("containerd config dump")
 
 
-def test_cpu_node_skips_the_toolkit_with_the_reason(host):
-    only_on_cpu(host, "nvidia_container_toolkit")
-    assert_skipped(host, "nvidia_container_toolkit")
-    assert installed_version(host, "nvidia-container-toolkit") is None
-
-
 def test_toolkit_is_pinned_and_held(host):
-    only_on_image(host, "NVIDIA container toolkit packages")
     assert "1.18.0-1" in host.check_output("apt-cache madison nvidia-container-toolkit")
     assert installed_version(host, "nvidia-container-toolkit") == "1.17.8-1"
     assert installed_version(host, "nvidia-container-toolkit-base") == "1.17.8-1"
@@ -37,22 +30,16 @@ def test_containerd_runs_runc_under_systemd_cgroups_with_the_pinned_sandbox(host
     assert "Server:" in host.check_output("ctr --address /run/containerd/containerd.sock version")
 
 
-def test_the_nvidia_runtime_is_the_default_where_the_toolkit_is(host):
+def test_the_toolkit_registers_the_nvidia_runtime_as_the_default(host):
     loaded = dump(host)
     state = record(host, "containerd")
+    # The toolkit registered it through the containerd role, which wrote it into its config.toml.
     registration = host.file("/etc/ansible/facts.d/hpcml_containerd_runtime_nvidia.fact")
-    if is_image(host):
-        # The toolkit registered it through the containerd role, which wrote it into its config.toml.
-        assert json.loads(registration.content_string) == {"binary": "/usr/bin/nvidia-container-runtime", "default": True}
-        assert f"[{CRI}.containerd.runtimes.nvidia]" in loaded
-        assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in loaded
-        assert 'default_runtime_name = "nvidia"' in loaded
-        assert (state["runtimes"], state["default_runtime"], state["reason"]) == (["nvidia", "runc"], "nvidia", None)
-    else:
-        # No toolkit (its own record says why), so nothing registered.
-        assert not registration.exists
-        assert "runtimes.nvidia" not in loaded and 'default_runtime_name = "runc"' in loaded
-        assert (state["runtimes"], state["default_runtime"]) == (["runc"], "runc")
+    assert json.loads(registration.content_string) == {"binary": "/usr/bin/nvidia-container-runtime", "default": True}
+    assert f"[{CRI}.containerd.runtimes.nvidia]" in loaded
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in loaded
+    assert 'default_runtime_name = "nvidia"' in loaded
+    assert (state["runtimes"], state["default_runtime"], state["reason"]) == (["nvidia", "runc"], "nvidia", None)
 
 
 def test_only_the_containerd_role_configures_containerd(host):

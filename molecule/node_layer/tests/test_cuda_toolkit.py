@@ -1,16 +1,9 @@
-"""CUDA toolkits side by side, the default selectable, cuDNN and NCCL at exact versions; or a reasoned skip."""
+"""CUDA toolkits side by side, the default selectable, cuDNN and NCCL at exact versions."""
 
-from node_layer import assert_skipped, held, installed_version, only_on_cpu, only_on_image, record
-
-
-def test_cpu_node_skips_with_the_reason(host):
-    only_on_cpu(host, "cuda_toolkit")
-    assert assert_skipped(host, "cuda_toolkit")["versions"] == []
-    assert not host.file("/etc/profile.d/cuda.sh").exists
+from node_layer import held, installed_version, record
 
 
 def test_two_toolkits_side_by_side(host):
-    only_on_image(host, "CUDA toolkits")
     assert installed_version(host, "cuda-toolkit-12-6") == "12.6.3-1"
     assert installed_version(host, "cuda-toolkit-12-8") == "12.8.1-1"
     assert {"cuda-toolkit-12-6", "cuda-toolkit-12-8"} <= held(host)
@@ -20,7 +13,6 @@ def test_two_toolkits_side_by_side(host):
 
 
 def test_login_shell_gets_the_default_and_can_switch(host):
-    only_on_image(host, "CUDA toolkits for a login shell")
     assert "release 12.8" in host.check_output("bash -lc 'nvcc --version'")
     switched = host.check_output("bash -lc '. /etc/hpcml/cuda/12.6.sh; nvcc --version; echo $LD_LIBRARY_PATH'")
     assert "release 12.6" in switched
@@ -28,7 +20,6 @@ def test_login_shell_gets_the_default_and_can_switch(host):
 
 
 def test_cudnn_and_nccl_exact_builds(host):
-    only_on_image(host, "cuDNN or NCCL packages")
     assert installed_version(host, "libcudnn9-cuda-12") == "9.10.2.21-1"
     # The mirror also has the CUDA 13.0 build of the same NCCL: the revision pin picks the 12.9 one.
     assert installed_version(host, "libnccl2") == "2.27.7-1+cuda12.9"

@@ -1,28 +1,17 @@
-"""The driver: exact version from the repository, held, nouveau kept away, persistenced enabled; or a reasoned skip."""
+"""The driver: exact version from the repository, held, nouveau kept away, persistenced enabled."""
 
-from node_layer import assert_skipped, held, installed_version, only_on_cpu, only_on_image, record
+from node_layer import held, installed_version, record
 
 PACKAGES = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]
 
 
-def test_cpu_node_skips_with_the_reason(host):
-    only_on_cpu(host, "nvidia_driver")
-    state = assert_skipped(host, "nvidia_driver")
-    assert state["packages"] == []
-    for package in PACKAGES:
-        assert installed_version(host, package) is None
-    assert not host.file("/etc/modprobe.d/blacklist-nouveau.conf").exists
-
-
 def test_exact_version_is_installed_although_a_newer_one_exists(host):
-    only_on_image(host, "NVIDIA driver packages")
     assert "580.105.08-1" in host.check_output("apt-cache madison nvidia-driver-cuda")
     for package in [*PACKAGES, "libcuda1"]:
         assert installed_version(host, package) == "580.95.05-1", package
 
 
 def test_driver_is_pinned_and_held(host):
-    only_on_image(host, "NVIDIA driver pin or hold")
     assert set(PACKAGES) <= held(host)
     pref = host.file("/etc/apt/preferences.d/hpcml-nvidia-driver.pref").content_string
     assert "Pin: version 580.95.05-*" in pref
@@ -35,13 +24,11 @@ def test_driver_is_pinned_and_held(host):
 
 
 def test_nouveau_is_blacklisted_and_options_set(host):
-    only_on_image(host, "nouveau blacklist or nvidia module options")
     assert "blacklist nouveau" in host.file("/etc/modprobe.d/blacklist-nouveau.conf").content_string
     assert "options nvidia NVreg_EnableStreamMemOPs=1" in host.file("/etc/modprobe.d/nvidia-hpcml.conf").content_string
 
 
 def test_image_enables_persistenced_without_loading_anything(host):
-    only_on_image(host, "nvidia-persistenced service")
     service = host.service("nvidia-persistenced")
     assert service.is_enabled
     assert not service.is_running

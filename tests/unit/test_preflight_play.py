@@ -20,11 +20,14 @@ NODE = "node001"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 
 
+# This machine as the only node, the inventory's groups unless a test gives its own.
+NODES = {"nodes": {"hosts": {NODE: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}
+
+
 def preflight(tmp_path: Path, extravars: dict | None = None, groups: dict | None = None) -> tuple[int, str, dict]:
     """The preflight play's exit code, its output on one line, and each host's changed count from its recap."""
-    hosts = {NODE: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(json.dumps({"all": {"children": {"nodes": {"hosts": hosts}, **(groups or {})}}}))
+    inventory.write_text(json.dumps({"all": {"children": NODES if groups is None else groups}}))
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_STDOUT_CALLBACK="default")
     done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
@@ -68,18 +71,11 @@ def test_a_bad_setting_is_refused_before_anything_changes(tmp_path, extravars, e
 
 def test_a_bad_slurm_version_is_refused_where_the_inventory_has_a_slurm_controller(tmp_path):
     assert_refused(tmp_path, "slurm_version must be empty (the distribution's) or look like 22.05.8 (got '22.05.x')",
-                   {"slurm_version": "22.05.x"}, groups={"slurm_controller": {"hosts": {NODE: {}}}})
+                   {"slurm_version": "22.05.x"}, groups={**NODES, "slurm_controller": {"hosts": {NODE: {}}}})
 
 
 def test_an_inventory_without_nodes_is_refused(tmp_path):
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  children:\n    workers:\n      hosts:\n        gpu001: {}\n")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-                           "playbooks/preflight.yml"], cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode != 0
-    assert "has no hosts in group 'nodes'" in " ".join(done.stdout.split()), done.stdout[-3000:]
-    assert not re.search(r"changed=[1-9]", done.stdout), done.stdout[-3000:]
+    assert_refused(tmp_path, "has no hosts in group 'nodes'", groups={"workers": {"hosts": {"gpu001": {}}}})
 
 
 @pytest.mark.parametrize("extravars", [

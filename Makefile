@@ -106,23 +106,27 @@ demo: host-deps $(VENV)/.ansible
 # containers), takes that idle half: lint, then the molecule scenarios one at a time, python_env's once the e2e's
 # first site.yml has ended (the e2e's conftest touches $(E2E_PROVISIONED), ok or not): on a fresh machine that play
 # compiles Horovod into the wheelhouse, which python_env's scenario then installs from instead of compiling it again.
-# Then the unit suite. The second lane's output is printed whole when both have ended; any part failing fails make test.
+# Then the unit suite. The second lane's output is printed whole when both have ended, then the lines that say what
+# failed and each part's time and verdict, so the tail of a CI log names the failure; any part failing fails make test.
 TEST_PARTS_LOG := .cache/test-parts.txt
 E2E_PROVISIONED := $(CURDIR)/.cache/e2e-provisioned
 _molecule_beside_e2e = $(filter-out python_env,$(MOLECULE_SCENARIOS))
 test: deps lab-image
 	@rm -f $(TEST_PARTS_LOG) .cache/beside-e2e.log $(E2E_PROVISIONED); mkdir -p .cache; \
 	timed() { label=$$1; shift; start=$$(date +%s); rc=0; $(MAKE) --no-print-directory "$$@" || rc=$$?; \
-	  echo "make test: $$label took $$(( $$(date +%s) - start )) s" | tee -a $(TEST_PARTS_LOG); return $$rc; }; \
+	  verdict=passed; [ $$rc -eq 0 ] || verdict="FAILED (exit $$rc)"; \
+	  echo "make test: $$label took $$(( $$(date +%s) - start )) s, $$verdict" | tee -a $(TEST_PARTS_LOG); return $$rc; }; \
 	( exec setsid bash -c "$$(declare -f timed); failed=0; timed lint lint || failed=1; \
 	    timed 'molecule ($(_molecule_beside_e2e))' molecule MOLECULE_JOBS=1 MOLECULE_SCENARIOS='$(_molecule_beside_e2e)' \
 	      || failed=1; \
 	    until [ -e $(E2E_PROVISIONED) ]; do sleep 5; done; \
 	    timed 'molecule (python_env)' molecule MOLECULE_SCENARIOS=python_env || failed=1; \
 	    timed unit unit || failed=1; exit \$$failed" ) > .cache/beside-e2e.log 2>&1 & beside=$$!; \
-	e2e=0; HPCML_E2E_PROVISIONED=$(E2E_PROVISIONED) timed e2e e2e || e2e=$$?; touch $(E2E_PROVISIONED); \
-	beside_rc=0; wait $$beside || beside_rc=$$?; \
+	e2e=0; HPCML_E2E_PROVISIONED=$(E2E_PROVISIONED) timed e2e e2e 2>&1 | tee .cache/e2e.log || e2e=$$?; \
+	touch $(E2E_PROVISIONED); beside_rc=0; wait $$beside || beside_rc=$$?; \
 	echo "make test: lint's, molecule's and the unit suite's output (beside e2e):"; cat .cache/beside-e2e.log; \
+	echo "make test: what failed, from both lanes' logs (pytest's FAILED and ERROR lines, molecule's CRITICAL ones):"; \
+	grep -hE '^(FAILED|ERROR) |CRITICAL|^make(\[[0-9]+\])?: \*\*\*' .cache/e2e.log .cache/beside-e2e.log || echo none; \
 	cat $(TEST_PARTS_LOG); [ $$e2e -eq 0 ] && [ $$beside_rc -eq 0 ]
 
 # The last step is ansible-test sanity on hpcml.cluster (about 50 s the first time; its venvs are then cached).

@@ -1,10 +1,10 @@
-"""Charliecloud on the compute nodes (hpc_containers, cluster_container_runtimes: [charliecloud]): Debian's runtime
+"""Charliecloud on the compute node (hpc_containers, cluster_container_runtimes: [charliecloud]): Debian's runtime
 and what it needs of the node, usable by the benchmark's account; nothing on the head, which trains nothing."""
 
 import pytest
 import testinfra
 
-COMPUTE = ["mol-slurm-c1", "mol-slurm-c2"]
+COMPUTE = ["mol-slurm-c1"]
 HEAD = "mol-slurm-head"
 # The cluster role's default cluster_mpi_user.
 ACCOUNT = "hpcbench"

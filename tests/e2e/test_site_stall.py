@@ -4,6 +4,7 @@ campaign's next run is done; the same for an srun job, watched on its batch host
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -26,6 +27,10 @@ CAMPAIGN = {
     "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2},
     "extra_vars": {"benchrunner_stall_timeout_s": STALL_TIMEOUT_S, "benchrunner_timeout_s": 900},
 }
+# A rank that has sent this much is some steps into its run: each step it sends its share of the small CNN's gradient
+# allreduce to the other rank's host, and before its first step only Horovod's handshake. On the lab (2026-11-28) the
+# second rank had sent 207 KB when its steps began, 28 MB two seconds later, and 83 MB when stopped after 19 steps.
+STEPPING_BYTES = 8 << 20
 # The rank processes (orted, which started them, does not match; mpirun runs on the first node).
 RANK_PATTERN = "bin/benchrunner train"
 # An srun job's ranks alone: the batch script's watchdog and srun carry the rank command in theirs, on the batch host.
@@ -36,6 +41,24 @@ def ranks_on(node: str, pattern: str = RANK_PATTERN) -> list[str]:
     found = subprocess.run(["podman", "exec", node, "pgrep", "-f", pattern], capture_output=True, text=True,
                            check=False)
     return found.stdout.split()
+
+
+def sent_by_ranks_on(node: str, pattern: str) -> int:
+    """The bytes the node's ranks sent over TCP so far (ss's bytes_sent of each socket a rank holds); 0 before any
+    started. Not /proc/<pid>/io: UCX sends with sendmsg(2), which its wchar does not count."""
+    pids = ranks_on(node, pattern)
+    if not pids:
+        return 0
+    shown = subprocess.run(["podman", "exec", node, "ss", "-tinpH"], capture_output=True, text=True,
+                           check=True).stdout
+    total, owned = 0, False
+    # A socket's line names the processes holding it; its details follow on an indented line.
+    for line in shown.splitlines():
+        if not line[:1].isspace():
+            owned = any(f"pid={pid}," in line for pid in pids)
+        elif owned and (sent := re.search(r"\bbytes_sent:(\d+)", line)):
+            total += int(sent[1])
+    return total
 
 
 def signal_ranks(node: str, name: str, pattern: str = RANK_PATTERN) -> None:
@@ -52,12 +75,12 @@ def stop_a_rank_of(document: dict, tmp_path, victim: str, pattern: str) -> tuple
                                stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 600
-        while not ranks_on(victim, pattern):
+        # Well into its steps, however long its start took on shared cores (CI's once outlasted a fixed 30 s): the
+        # rank beats, then goes silent.
+        while sent_by_ranks_on(victim, pattern) < STEPPING_BYTES:
             assert process.poll() is None, process.communicate()[0]
-            assert time.monotonic() < deadline, f"no rank started on {victim} within 600 s"
+            assert time.monotonic() < deadline, f"no rank on {victim} sent {STEPPING_BYTES} bytes within 600 s"
             time.sleep(1)
-        # Well into its steps: the rank beats, then goes silent.
-        time.sleep(30)
         signal_ranks(victim, "STOP", pattern)
         stopped = time.monotonic()
         output, _ = process.communicate(timeout=1200)

@@ -75,6 +75,9 @@ def test_real_data_without_a_folder_is_the_dataset_the_play_makes():
     ({"stall_timeout_s": 3600}, "stall_timeout_s must be a number of seconds from 10 (5 of the ranks' beats) to below "
                                 "timeout_s (3600), got 3600"),
     ({"stall_timeout_s": float("inf")}, "got inf"),
+    ({"startup_timeout_s": "600"}, "at startup_timeout_s: '600' is not of type 'number'"),
+    ({"startup_timeout_s": 3600}, "startup_timeout_s must be a number of seconds from 10 (5 of the ranks' beats) to "
+                                  "below timeout_s (3600), got 3600"),
     ({"timeout_s": 15}, "to below timeout_s (15), got 7.5"),
     ({"launcher": "mpijob", "stack": "k8s", "network": "rdma"}, "an RDMA MPIJob needs kubernetes.rdma_resource"),
     ({"workload": {"data": "tfrecord"}, "dataset": {**job_document.DEFAULT_DATASET, "tfrecord_shards": 2}},
@@ -488,8 +491,18 @@ def test_the_stall_timeout_is_the_jobs_own_else_the_default_or_half_its_timeout(
     assert job_document.resolve(request(stall_timeout_s=42))["stall_timeout_s"] == 42
     # A job resolved before there was one is launched with what it would have got.
     resolved = job_document.resolve(request(ranks=2))
-    del resolved["stall_timeout_s"]
-    assert job_document.launch_plan(resolved).limits == watchdog.Limits(timeout_s=3600, stall_timeout_s=300)
+    del resolved["stall_timeout_s"], resolved["startup_timeout_s"]
+    assert job_document.launch_plan(resolved).limits == watchdog.Limits(timeout_s=3600, stall_timeout_s=300,
+                                                                        startup_timeout_s=300)
+
+
+def test_the_startup_timeout_is_the_jobs_own_else_its_stall_timeout():
+    assert job_document.resolve(request(stall_timeout_s=42))["startup_timeout_s"] == 42
+    assert job_document.resolve(request(timeout_s=100))["startup_timeout_s"] == 50
+    own = job_document.resolve(request(ranks=2, stall_timeout_s=30, startup_timeout_s=600))
+    assert (own["stall_timeout_s"], own["startup_timeout_s"]) == (30, 600)
+    assert job_document.launch_plan(own).limits == watchdog.Limits(timeout_s=3600, stall_timeout_s=30,
+                                                                   startup_timeout_s=600)
 
 
 @pytest.mark.parametrize(("launcher", "hosts", "watched"), [("mpirun", "n1,n2", True), ("torchrun", "n1,n2", True),

@@ -105,15 +105,16 @@ def test_sbatch_script_runs_srun_watched_on_the_batch_host_within_the_jobs_limit
     # Paths with a space and a quote: each stays one word of the command.
     the_job = job(stack="slurm", launcher="srun", benchrunner="/opt/it's here/bin/benchrunner",
                   output_dir="/var/lib/hpc ml/results/r1/raw")
-    script = srun.script(the_job, watchdog.Limits(3601, 42.5))
+    script = srun.script(the_job, watchdog.Limits(3601, 42.5, 600))
     watched = shlex.split(script.strip().splitlines()[-1])
     assert watched[:watched.index("--")] == [
         "/opt/it's here/bin/benchrunner", "watch", "--run-id", "camp.train-resnet50.r1",
-        "--run-dir", "/var/lib/hpc ml/results/r1", "--ranks", "6", "--timeout", "3601", "--stall-timeout", "42.5"]
+        "--run-dir", "/var/lib/hpc ml/results/r1", "--ranks", "6", "--timeout", "3601", "--stall-timeout", "42.5",
+        "--startup-timeout", "600"]
     # The command the batch script runs is one the watch command takes, and it watches what srun starts: the same job.
     args = cli.build_parser().parse_args(watched[1:])
-    assert (args.func, args.run_id, args.ranks, args.timeout, args.stall_timeout, args.argv[:2]) == (
-        cli.cmd_watch, the_job.run_id, 6, 3601, 42.5, ["srun", "--mpi=pmix"])
+    assert (args.func, args.run_id, args.ranks, args.timeout, args.stall_timeout, args.startup_timeout,
+            args.argv[:2]) == (cli.cmd_watch, the_job.run_id, 6, 3601, 42.5, 600, ["srun", "--mpi=pmix"])
     assert args.argv[args.argv.index("/opt/it's here/bin/benchrunner"):] == the_job.rank_argv()
     # The ranks beat (the launch time is exported), and Slurm's own limit is the timeout in minutes, rounded up, +1.
     assert f"export {rank_env.LAUNCHED_AT_ENV}=$(date +%s.%N)\n" in script
@@ -379,7 +380,8 @@ def test_torchrun_under_slurm_starts_one_agent_per_node_through_srun():
     watched = shlex.split(script.strip().splitlines()[-1])
     assert watched[:watched.index("--")] == [
         "/opt/hpcml/venv/bin/benchrunner", "watch", "--run-id", "camp.train-resnet50.r1", "--run-dir",
-        "/var/lib/hpcml/results/r1", "--ranks", "4", "--timeout", "3600", "--stall-timeout", "300"]
+        "/var/lib/hpcml/results/r1", "--ranks", "4", "--timeout", "3600", "--stall-timeout", "300",
+        "--startup-timeout", "300"]
     assert f"export {rank_env.LAUNCHED_AT_ENV}=$(date +%s.%N)\n" in script and "#SBATCH --time=61\n" in script
 
 
@@ -388,7 +390,7 @@ def test_torchrun_under_slurm_meets_at_the_allocations_first_node(tmp_path):
     # the job named them), the watchdog runs the command after its options, and srun prints it, one word a line.
     for name in ("scontrol", "srun"):
         stub(tmp_path, name, 'printf "%s\\n" node07 node08\n' if name == "scontrol" else 'printf "%s\\n" srun "$@"\n')
-    stub(tmp_path, "benchrunner", 'shift 12; exec "$@"\n')
+    stub(tmp_path, "benchrunner", 'while [ "$1" != -- ]; do shift; done; shift; exec "$@"\n')
     script = torchrun.script(torchrun_under_slurm(benchrunner=str(tmp_path / "benchrunner"), hosts=("node08", "node07")),
                              LIMITS)
     assert "#SBATCH --nodelist=node08,node07\n" in script

@@ -193,8 +193,8 @@ def test_launch_of_an_srun_job_ended_as_stalled_exits_as_for_mpirun(tmp_path, mo
     assert "slurm job 42 ended FAILED (NonZeroExitCode)" in capsys.readouterr().err
     run = tmp_path / "node" / "stall-test"
     # The script Slurm ran is kept (it watched srun within the job's limits), and so is the watchdog's record.
-    assert f"watch --run-id stall-test --run-dir {run} --ranks 2 --timeout 60.0 --stall-timeout {stall_s}" in \
-        (run / srun.SCRIPT).read_text()
+    assert (f"watch --run-id stall-test --run-dir {run} --ranks 2 --timeout 60.0 --stall-timeout {stall_s} "
+            f"--startup-timeout {stall_s}") in (run / srun.SCRIPT).read_text()
     assert set(launchers.kept_files("srun", "slurm")) == {launchers.JOB_JSON, srun.SCRIPT, watchdog.STALLED_JSON}
     assert results.load(results.STALLED, run / watchdog.STALLED_JSON)["stalled"] == [1]
     assert "benchrunner: stalled: rank 1 on host node-b went silent" in (tmp_path / "slurm.out").read_text()
@@ -202,10 +202,11 @@ def test_launch_of_an_srun_job_ended_as_stalled_exits_as_for_mpirun(tmp_path, mo
 
 def test_the_watch_command_refuses_limits_that_do_not_hold_together(capsys):
     assert cli.main(["watch", "--run-id", "r1", "--run-dir", "relative", "--ranks", "0", "--timeout", "10",
-                     "--stall-timeout", "10", "--", "srun"]) == 2
+                     "--stall-timeout", "10", "--startup-timeout", "20", "--", "srun"]) == 2
     err = capsys.readouterr().err
     assert "--run-dir 'relative' must be an absolute path" in err and "--ranks must be 1 or more, got 0" in err
     assert "--stall-timeout must be below --timeout (10 s), got 10" in err
+    assert "--startup-timeout must be below --timeout (10 s), got 20" in err
 
 
 def test_ranks_that_all_beat_but_complete_no_step_are_a_hung_collective_naming_the_lowest(tmp_path, capfd):
@@ -352,6 +353,41 @@ def test_a_start_longer_than_the_stall_timeout_is_no_stall_while_its_stages_go_o
     assert stall is not None and stall.cause == "no progress" and [r.rank for r in stall.ranks] == [0, 1]
     assert stall.reason().startswith("stalled: rank 0 on host node-0, rank 1 on host node-1 at the lowest step (0")
     assert [r["stage"] for r in watch.document("r", stall, 39)["ranks"]] == ["model_ready", "model_ready"]
+
+
+def test_a_first_step_longer_than_the_stall_timeout_is_bounded_by_the_startup_timeout_and_later_steps_are_not():
+    watch = watchdog.Watch.of(2, stall_timeout_s=10, started=0.0, startup_timeout_s=60)
+    # At model_ready from 28, the first step compiling for 50 s: within the start-up timeout, every rank beating.
+    beat_until(watch, (0, 1), 0, 78)
+    for now in range(80, 90, 2):
+        for rank in (0, 1):
+            watch.heard(watchdog.Beat(rank, f"node-{rank}", "model_ready", 1, False), now)
+        assert watch.stall(now) is None, now
+    # One step done by every rank: from the last progress (80), the stall timeout again.
+    for now in range(90, 92, 2):
+        for rank in (0, 1):
+            watch.heard(watchdog.Beat(rank, f"node-{rank}", "model_ready", 1, False), now)
+    stall = watch.stall(91)
+    assert stall is not None and stall.cause == "no progress" and stall.seconds == 11
+    assert watch.document("r", stall, 91)["startup_timeout_s"] == 60
+
+
+def test_a_start_up_that_goes_on_past_the_startup_timeout_is_a_stall_and_says_so():
+    watch = watchdog.Watch.of(2, stall_timeout_s=10, started=0.0, startup_timeout_s=60)
+    beat_until(watch, (0, 1), 0, 86)
+    stall = watch.stall(89)
+    assert stall is not None and stall.cause == "no progress" and stall.seconds == 61
+    assert "for 61 s (start-up and first step: the start-up timeout) though every rank beats" in stall.reason()
+    record = watch.document("r", stall, 89)
+    assert (record["stall_timeout_s"], record["startup_timeout_s"]) == (10, 60)
+
+
+def test_a_rank_silent_while_starting_is_named_after_the_stall_timeout_not_the_startup_timeout():
+    watch = watchdog.Watch.of(2, stall_timeout_s=10, started=0.0, startup_timeout_s=60)
+    beat_until(watch, (0, 1), 0, 20)
+    beat_until(watch, (0,), 22, 30)
+    stall = watch.stall(31)
+    assert stall is not None and stall.cause == "silent" and [r.rank for r in stall.ranks] == [1]
 
 
 def test_a_rank_going_silent_while_the_others_wait_is_named_silent_not_a_hung_collective():

@@ -15,9 +15,13 @@ import yaml
 from benchrunner import campaign, report, results, watchdog
 from lab import PROJECT, lab_node_names
 
-# Longer than any start-up stage or step of two TensorFlow ranks on the lab's shared cores (each under 15 s on a
+# Longer than any step after the first of two TensorFlow ranks on the lab's shared cores (each well under 15 s on a
 # machine twice as slow as the one that measured 5.3 s to the first step).
 STALL_TIMEOUT_S = 30
+# Start-up and the first step (TensorFlow tracing it, Horovod's first allreduce) have their own limit: on CI's cores,
+# loaded by the unit suite beside the e2e, two runs' ranks sat at model_ready with no step for over 30 s, beating, and
+# were ended as a hung collective (2026-11-28).
+STARTUP_TIMEOUT_S = 600
 # Two-rank runs: a long one (ended by the stall long before its steps are done) and a short one after it.
 CAMPAIGN = {
     "name": "stall",
@@ -25,7 +29,8 @@ CAMPAIGN = {
     "gpus": [2],
     "workloads": {"measured_steps": [100000, 6]},
     "fixed": {"image_size": 32, "batch_size": 16, "warmup_steps": 2},
-    "extra_vars": {"benchrunner_stall_timeout_s": STALL_TIMEOUT_S, "benchrunner_timeout_s": 900},
+    "extra_vars": {"benchrunner_stall_timeout_s": STALL_TIMEOUT_S, "benchrunner_startup_timeout_s": STARTUP_TIMEOUT_S,
+                   "benchrunner_timeout_s": 900},
 }
 # A rank that has sent this much is some steps into its run: each step it sends its share of the small CNN's gradient
 # allreduce to the other rank's host, and before its first step only Horovod's handshake. On the lab (2026-11-28) the
@@ -78,7 +83,10 @@ def stop_a_rank_of(document: dict, tmp_path, victim: str, pattern: str) -> tuple
         # Well into its steps, however long its start took on shared cores (CI's once outlasted a fixed 30 s): the
         # rank beats, then goes silent.
         while sent_by_ranks_on(victim, pattern) < STEPPING_BYTES:
-            assert process.poll() is None, process.communicate()[0]
+            if process.poll() is not None:
+                output = process.communicate()[0]
+                raise AssertionError(f"the campaign ended (exit {process.returncode}) before a rank on {victim} sent "
+                                     f"{STEPPING_BYTES} bytes: {failures(output)}\n{output}")
             assert time.monotonic() < deadline, f"no rank on {victim} sent {STEPPING_BYTES} bytes within 600 s"
             time.sleep(1)
         signal_ranks(victim, "STOP", pattern)
@@ -89,8 +97,14 @@ def stop_a_rank_of(document: dict, tmp_path, victim: str, pattern: str) -> tuple
         if process.poll() is None:
             process.kill()
         signal_ranks(victim, "KILL", pattern)
-    assert process.returncode == 1, output
+    assert process.returncode == 1, f"the campaign exited {process.returncode}, not 1: {failures(output)}\n{output}"
     return output, left, stopped
+
+
+def failures(output: str) -> str:
+    """The campaign's lines that say why a run failed, on one line: what a CI log's one-line summary shows."""
+    said = [line.strip() for line in output.splitlines() if "failed" in line or "stalled" in line]
+    return " | ".join(said) or "no run said why"
 
 
 def hostname(node: str) -> str:

@@ -226,6 +226,7 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         "timeout_s": args.timeout,
         # Unset: benchrunner's default, which depends on timeout_s (job_document.stall_timeout).
         **({} if args.stall_timeout is None else {"stall_timeout_s": args.stall_timeout}),
+        **({} if args.startup_timeout is None else {"startup_timeout_s": args.startup_timeout}),
         # On the nodes, the benchrunner beside this Python; an MPIJob's pods have their own.
         "nodes": {"results_dir": args.results_dir, "benchrunner": args.benchrunner or _default_benchrunner()},
         # Of the launchers' settings, only those given: the job refuses any its launcher does not read.
@@ -281,8 +282,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     problems = [p for p in (
         results.run_id_problem(args.run_id), launchers.path_problem("--run-dir", args.run_dir),
         None if args.ranks >= 1 else f"--ranks must be 1 or more, got {args.ranks}",
-        None if args.stall_timeout < args.timeout else
-        f"--stall-timeout must be below --timeout ({args.timeout:g} s), got {args.stall_timeout:g}") if p]
+        *(None if value is None or value < args.timeout else
+          f"{option} must be below --timeout ({args.timeout:g} s), got {value:g}"
+          for option, value in (("--stall-timeout", args.stall_timeout), ("--startup-timeout", args.startup_timeout))))
+        if p]
     if problems:
         raise ValueError("; ".join(problems))
     argv = args.argv
@@ -291,7 +294,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         os.execvp(argv[0], argv)
 
     return watchdog.supervise(start, run_id=args.run_id, run_dir=Path(args.run_dir), ranks=args.ranks,
-                              limits=watchdog.Limits(timeout_s=args.timeout, stall_timeout_s=args.stall_timeout))
+                              limits=watchdog.Limits(timeout_s=args.timeout, stall_timeout_s=args.stall_timeout,
+                                                     startup_timeout_s=args.startup_timeout))
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -728,6 +732,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "step, before the "
                        f"job is ended as stalled, naming the rank (default: {job_defaults.DEFAULTS['stall_timeout_s']}"
                        ", or half the timeout where that is shorter; every launcher's jobs but MPIJobs)")
+    group.add_argument("--startup-timeout", type=_positive_seconds,
+                       help="seconds every rank may go without finishing a start-up stage until each completed its "
+                       "first step (a first step that compiles or sets up communicators can take far longer than the "
+                       "rest), before the job is ended as stalled (default: the stall timeout)")
     _add_execution(p)
     add_arguments(p)
     _add_sweep(p)
@@ -741,6 +749,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive_seconds, required=True, help="seconds the job may run")
     p.add_argument("--stall-timeout", type=_positive_seconds, required=True,
                    help="seconds a rank may beat no more, or every rank go without progress")
+    p.add_argument("--startup-timeout", type=_positive_seconds,
+                   help="seconds every rank may go without progress before each completed its first step (default: "
+                   "the stall timeout)")
     p.add_argument("argv", nargs="+", metavar="COMMAND", help="the launcher's command, after --")
     p.set_defaults(func=cmd_watch)
 

@@ -41,10 +41,12 @@ class Plan:
     timeout_s: float
     document: dict[str, Any]
     stall_timeout_s: float
+    startup_timeout_s: float
 
     @property
     def limits(self) -> watchdog.Limits:
-        return watchdog.Limits(timeout_s=self.timeout_s, stall_timeout_s=self.stall_timeout_s)
+        return watchdog.Limits(timeout_s=self.timeout_s, stall_timeout_s=self.stall_timeout_s,
+                               startup_timeout_s=self.startup_timeout_s)
 
     @property
     def launcher(self) -> launchers.Launcher:
@@ -60,6 +62,11 @@ def stall_timeout(document: dict[str, Any]) -> Any:
     return min(DEFAULTS["stall_timeout_s"], timeout / 2) if isinstance(timeout, (int, float)) else None
 
 
+def startup_timeout(document: dict[str, Any]) -> Any:
+    """How long the job's start-up and first step may go without progress: its own, else its stall timeout."""
+    return document["startup_timeout_s"] if "startup_timeout_s" in document else stall_timeout(document)
+
+
 def _with_defaults(request: dict[str, Any]) -> dict[str, Any]:
     """The request with every key it leaves out its default; of the launchers' settings, only its own launcher's."""
     launcher = launchers.registry().get(request["launcher"])
@@ -67,6 +74,7 @@ def _with_defaults(request: dict[str, Any]) -> dict[str, Any]:
     defaults = {k: v for k, v in DEFAULTS.items() if k not in others}
     document = {**{k: v for k, v in defaults.items() if k != "stall_timeout_s"}, **request}
     document["stall_timeout_s"] = stall_timeout(document)
+    document["startup_timeout_s"] = startup_timeout(document)
     for key, value in defaults.items():
         if isinstance(value, dict) and value:
             document[key] = {**value, **request.get(key, {})}
@@ -149,13 +157,17 @@ def _settings_problems(document: dict[str, Any], complete: bool) -> list[str]:
     bounds = sweep.allreduce_bounds_problem(document["allreduce"]["min_bytes"], document["allreduce"]["max_bytes"])
     if bounds and document["program"] == "allreduce":
         problems.append(bounds)
-    timeout, stall = document["timeout_s"], document["stall_timeout_s"]
+    timeout = document["timeout_s"]
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout)):
         problems.append(f"timeout_s must be a finite number of seconds, got {timeout!r}")
-    elif not (isinstance(stall, (int, float)) and math.isfinite(stall)
-              and watchdog.MIN_STALL_TIMEOUT_S <= stall < timeout):
-        problems.append(f"stall_timeout_s must be a number of seconds from {watchdog.MIN_STALL_TIMEOUT_S:g} "
-                        f"({watchdog.MIN_BEATS} of the ranks' beats) to below timeout_s ({timeout:g}), got {stall!r}")
+        return problems
+    for key in ("stall_timeout_s", "startup_timeout_s"):
+        limit = document[key]
+        if not (isinstance(limit, (int, float)) and math.isfinite(limit)
+                and watchdog.MIN_STALL_TIMEOUT_S <= limit < timeout):
+            problems.append(f"{key} must be a number of seconds from {watchdog.MIN_STALL_TIMEOUT_S:g} "
+                            f"({watchdog.MIN_BEATS} of the ranks' beats) to below timeout_s ({timeout:g}), got "
+                            f"{limit!r}")
     return problems
 
 
@@ -185,7 +197,7 @@ def _plan(document: dict[str, Any]) -> Plan:
         git_commit=document["git_commit"], allreduce_min_bytes=document["allreduce"]["min_bytes"],
         allreduce_max_bytes=document["allreduce"]["max_bytes"], container=_container(document, run_root, workload))
     return Plan(job=job, settings=launcher.settings(document) if launcher else None, timeout_s=document["timeout_s"],
-                document=document, stall_timeout_s=stall_timeout(document))
+                document=document, stall_timeout_s=stall_timeout(document), startup_timeout_s=startup_timeout(document))
 
 
 def plan(request: dict[str, Any], source: str = "job document", complete: bool = True) -> Plan:
@@ -212,7 +224,7 @@ def launch_plan(document: Any, source: str = "job document") -> Plan:
 
 
 # Keys of a resolved job that jobs resolved by an earlier benchrunner lack.
-ADDED_KEYS = ("stall_timeout_s",)
+ADDED_KEYS = ("stall_timeout_s", "startup_timeout_s")
 # A key one side of a comparison lacks (None is a value a job may hold).
 _ABSENT = object()
 

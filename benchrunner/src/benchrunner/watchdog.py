@@ -7,8 +7,11 @@ line every BEAT_S seconds from a daemon thread, and a last one when it is done:
 The thread keeps beating while the main thread waits inside a collective (the frameworks release the GIL there)
 and falls silent when the process is stopped (SIGSTOP) or wedged, so two stalls tell apart:
   silent       a rank beat no more for stall_timeout_s: that rank, on that host, is stopped or wedged;
-  no progress  every rank beats but none finished a start-up stage or completed a step for stall_timeout_s: a
-               collective hung; the ranks at the lowest step are named, as the ones the others wait for.
+  no progress  every rank beats but none finished a start-up stage or completed a step for stall_timeout_s (for
+               startup_timeout_s until every rank completed its first step): a collective hung; the ranks at the
+               lowest step are named, as the ones the others wait for.
+A first step can take far longer than the rest (a compile, the communicators' setup, on shared or loaded nodes), so
+start-up has its own limit, as torchtitan gives initialization and the first step a longer timeout than training's.
 
 supervise() runs the launcher as a child in its own process group, passes its output through (beat lines taken
 out), and on a stall kills the group, writes STALLED_JSON in the run's folder (gathered to the control host with
@@ -196,8 +199,10 @@ class Stall:
             at = ", ".join(f"after {r.progress} completed step{'' if r.progress == 1 else 's'}" if r.progress
                            else f"starting, at stage {r.stage}" for r in self.ranks)
             return f"stalled: {named} went silent (no beat for {self.seconds:.0f} s, {at}): stopped or wedged"
+        starting = " (start-up and first step: the start-up timeout)" if self.ranks[0].progress == 0 else ""
         return (f"stalled: {named} at the lowest step ({self.ranks[0].progress} completed): no rank finished a "
-                f"step or start-up stage for {self.seconds:.0f} s though every rank beats (a hung collective)")
+                f"step or start-up stage for {self.seconds:.0f} s{starting} though every rank beats (a hung "
+                "collective)")
 
 
 @dataclass
@@ -211,10 +216,14 @@ class Watch:
     ranks: dict[int, RankState] = field(default_factory=dict)
     first_heard: float | None = None
     progress_at: float = 0.0
+    # Without progress before every rank's first step; None: stall_timeout_s.
+    startup_timeout_s: float | None = None
 
     @classmethod
-    def of(cls, ranks: int, stall_timeout_s: float, started: float) -> Watch:
-        return cls(stall_timeout_s, started, {rank: RankState(rank) for rank in range(ranks)})
+    def of(cls, ranks: int, stall_timeout_s: float, started: float,
+           startup_timeout_s: float | None = None) -> Watch:
+        return cls(stall_timeout_s, started, {rank: RankState(rank) for rank in range(ranks)},
+                   startup_timeout_s=startup_timeout_s)
 
     def since(self, now: float) -> float:
         return self.first_heard if self.first_heard is not None else now
@@ -238,15 +247,19 @@ class Watch:
         silent = [r for r in running if r.silent_s(now, self.first_heard) > limit]
         if silent:
             return Stall("silent", silent, min(r.silent_s(now, self.first_heard) for r in silent))
+        lowest = min(r.progress for r in running)
+        if lowest == 0 and self.startup_timeout_s is not None:
+            limit = self.startup_timeout_s
         if now - self.progress_at > limit and all(r.silent_s(now, self.first_heard) <= ALIVE_S for r in running):
-            lowest = min(r.progress for r in running)
             return Stall("no progress", [r for r in running if r.progress == lowest], now - self.progress_at)
         return None
 
     def document(self, run_id: str, stall: Stall, now: float) -> dict[str, Any]:
         return {"kind": results.STALLED, "schema_version": results.version_of(results.STALLED), "run_id": run_id,
                 "detected_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "stall_timeout_s": self.stall_timeout_s, "elapsed_s": round(now - self.started, 3),
+                "stall_timeout_s": self.stall_timeout_s,
+                "startup_timeout_s": self.stall_timeout_s if self.startup_timeout_s is None else self.startup_timeout_s,
+                "elapsed_s": round(now - self.started, 3),
                 "cause": stall.cause, "reason": stall.reason(),
                 "stalled": [r.rank for r in stall.ranks],
                 "ranks": [r.record(now, self.since(now)) for _, r in sorted(self.ranks.items())]}
@@ -256,6 +269,12 @@ class Watch:
 class Limits:
     timeout_s: float
     stall_timeout_s: float
+    # None: the stall timeout.
+    startup_timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.startup_timeout_s is None:
+            object.__setattr__(self, "startup_timeout_s", self.stall_timeout_s)
 
 
 def _exit_code(status: int) -> int:
@@ -327,7 +346,7 @@ def supervise(start: Callable[[], int], *, run_id: str, run_dir: Path, ranks: in
         os.setpgid(pid, pid)  # also here, so the group exists before the first signal whoever runs first
     except OSError:
         pass  # the child made it already (EACCES once it has exec'd) or has exited
-    watch = Watch.of(ranks, limits.stall_timeout_s, clock())
+    watch = Watch.of(ranks, limits.stall_timeout_s, clock(), limits.startup_timeout_s)
     output = _Output(sys.stdout.buffer, lambda beat: watch.heard(beat, clock()))
     # Ctrl-C and timeout(1)'s SIGTERM reach this process only: the launcher's group gets them too.
     forwarded = {sig: signal.signal(sig, lambda number, _: _signal_group(pid, number))

@@ -152,7 +152,7 @@ def batch_script(job: Job, limits: watchdog.Limits, partition: str | None, tasks
     # TIMED_OUT_EXIT for a job it ended) is the script's, the last command, so the job's ExitCode.
     watch = [job.benchrunner, watchdog.COMMAND, "--run-id", job.run_id, "--run-dir", str(run_dir(job)),
              "--ranks", str(job.ranks), "--timeout", str(limits.timeout_s), "--stall-timeout",
-             str(limits.stall_timeout_s), "--"]
+             str(limits.stall_timeout_s), "--startup-timeout", str(limits.startup_timeout_s), "--"]
     lines.append(f"{shlex.join(watch)} {step}")
     return "\n".join(lines) + "\n"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchrunner import campaign, report, results, summary
+from benchrunner import campaign, mfu, report, results, summary
 from lab import PLACED_BY, run_campaign, run_site
 
 # llama-tiny under FSDP2 on every launcher of both stacks, torchrun under srun included: short sequences, so a step
@@ -26,9 +26,23 @@ def transformer_campaign(provisioned, tmp_path_factory):
     return run_campaign(TRANSFORMER, tmp_path_factory.mktemp("transformer"))
 
 
+def against_the_probe(use: dict, where) -> bool:
+    """Whether a rank's (or run's) MFU against the probe was given: a fraction of it, or null where the probe
+    undershot. The lab's 2 cores are shared by both ranks and, in make test, the unit suite: a probe slowed more than
+    the training after it gives an MFU beyond PROBE_LIMIT, which is left out with the figures (benchrunner.mfu)."""
+    if use["mfu_vs_probe"] is None:
+        why = use.get("mfu_vs_probe_missing") or use.get("probe_missing") or ""
+        assert "the probe undershot" in why, (where, use)
+        return False
+    fraction = use["mfu_vs_probe"] if isinstance(use["mfu_vs_probe"], float) else use["mfu_vs_probe"]["mean"]
+    assert 0 < fraction <= mfu.PROBE_LIMIT, (where, use)
+    return True
+
+
 def test_fsdp_pretrains_the_transformer_through_every_launcher(transformer_campaign):
     document, results_dir = transformer_campaign
     seen = set()
+    given = []
     for run_ in campaign.plan(document):
         found = results.load(results.SUMMARY, results_dir / run_.run_id / summary.SUMMARY_JSON)
         assert found["sanity"]["passed"], (run_.run_id, found["sanity"])
@@ -46,7 +60,10 @@ def test_fsdp_pretrains_the_transformer_through_every_launcher(transformer_campa
             use = rank["utilization"]
             # A CPU has no datasheet peak: no MFU against one, and the reason; against its own matmul there is one.
             assert use["peak"] is None and use["mfu"] is None and use["peak_missing"], path
-            assert use["probe"]["tflops"] > 0 and 0 < use["mfu_vs_probe"] <= 1.05, path
+            assert use["probe"]["tflops"] > 0, path
+            given.append(against_the_probe(use, path))
+    # Undershooting is the shared cores' doing, now and then; a probe that never gave an MFU would be a fault.
+    assert any(given), f"no rank's MFU against the probe: {given}"
     assert seen == {("baremetal", "mpirun"), ("baremetal", "torchrun"), ("slurm", "srun"), ("slurm", "torchrun")}
     # torchrun under Slurm: srun started one agent per node from the batch script kept with the results.
     under_slurm = next(r for r in campaign.plan(document) if (r.point["stack"], r.point["launcher"]) == ("slurm", "torchrun"))
@@ -55,7 +72,7 @@ def test_fsdp_pretrains_the_transformer_through_every_launcher(transformer_campa
 
 
 def test_the_transformer_report_shows_tokens_per_second_and_mfu_against_the_probe(transformer_campaign):
-    _, results_dir = transformer_campaign
+    document, results_dir = transformer_campaign
     text = (results_dir / "campaigns" / "e2e-transformer" / report.REPORT_MD).read_text()
     assert "Campaign e2e-transformer: 4 runs done, 0 failed." in text
     lines = text.splitlines()
@@ -64,10 +81,15 @@ def test_the_transformer_report_shows_tokens_per_second_and_mfu_against_the_prob
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines
             if line.startswith("| pytorch-fsdp llama-tiny synthetic b4 seq64") and "| tokens/s |" in line]
     assert len(rows) == 4, text
+    # A run whose MFU against the probe was left out (the probe undershot) shows "-", its page says why.
+    runs = [results.load(results.SUMMARY, results_dir / r.run_id / summary.SUMMARY_JSON) for r in campaign.plan(document)]
+    left_out = sum(not against_the_probe(run["utilization"], run["run_id"]) for run in runs)
     for row in rows:
         cell = dict(zip(columns, row))
         # The lab's CPUs have no datasheet peak; what their own matmul reaches is the measure.
-        assert cell["MFU vs peak"] == "-" and 0 < float(cell["MFU vs probe"].rstrip("%")) <= 105, row
+        assert cell["MFU vs peak"] == "-", row
+        assert cell["MFU vs probe"] == "-" or 0 < float(cell["MFU vs probe"].rstrip("%")) <= 100 * mfu.PROBE_LIMIT, row
+    assert sum(dict(zip(columns, row))["MFU vs probe"] == "-" for row in rows) == left_out, text
 
 
 def test_torch_collectives_sweep_through_torchrun(tmp_path):

@@ -216,14 +216,15 @@ class Watch:
     ranks: dict[int, RankState] = field(default_factory=dict)
     first_heard: float | None = None
     progress_at: float = 0.0
-    # Without progress before every rank's first step; None: stall_timeout_s.
-    startup_timeout_s: float | None = None
+    # Without progress before every rank's first step.
+    startup_timeout_s: float = 0.0
 
     @classmethod
     def of(cls, ranks: int, stall_timeout_s: float, started: float,
            startup_timeout_s: float | None = None) -> Watch:
+        """startup_timeout_s None: the stall timeout."""
         return cls(stall_timeout_s, started, {rank: RankState(rank) for rank in range(ranks)},
-                   startup_timeout_s=startup_timeout_s)
+                   startup_timeout_s=stall_timeout_s if startup_timeout_s is None else startup_timeout_s)
 
     def since(self, now: float) -> float:
         return self.first_heard if self.first_heard is not None else now
@@ -241,15 +242,13 @@ class Watch:
         running = [r for r in self.ranks.values() if not r.done]
         if not running:
             return None
-        limit = self.stall_timeout_s
         if self.first_heard is None:
             return None
-        silent = [r for r in running if r.silent_s(now, self.first_heard) > limit]
+        silent = [r for r in running if r.silent_s(now, self.first_heard) > self.stall_timeout_s]
         if silent:
             return Stall("silent", silent, min(r.silent_s(now, self.first_heard) for r in silent))
         lowest = min(r.progress for r in running)
-        if lowest == 0 and self.startup_timeout_s is not None:
-            limit = self.startup_timeout_s
+        limit = self.startup_timeout_s if lowest == 0 else self.stall_timeout_s
         if now - self.progress_at > limit and all(r.silent_s(now, self.first_heard) <= ALIVE_S for r in running):
             return Stall("no progress", [r for r in running if r.progress == lowest], now - self.progress_at)
         return None
@@ -258,7 +257,7 @@ class Watch:
         return {"kind": results.STALLED, "schema_version": results.version_of(results.STALLED), "run_id": run_id,
                 "detected_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "stall_timeout_s": self.stall_timeout_s,
-                "startup_timeout_s": self.stall_timeout_s if self.startup_timeout_s is None else self.startup_timeout_s,
+                "startup_timeout_s": self.startup_timeout_s,
                 "elapsed_s": round(now - self.started, 3),
                 "cause": stall.cause, "reason": stall.reason(),
                 "stalled": [r.rank for r in stall.ranks],

@@ -46,6 +46,15 @@ echo "deb $mirror $suite-updates main" >> "$root/etc/apt/sources.list"
 : > "$root/etc/machine-id"
 ln -sf /etc/machine-id "$root/var/lib/dbus/machine-id"
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+# Ansible's module runs on the nodes keep the code they compile from their payload zips (zipimport_cache.py says why);
+# the folder is root's alone, as the cache requires.
+pydist=$root/usr/lib/python3/dist-packages
+install -m 0644 "$(dirname "$0")/zipimport_cache.py" "$pydist/hpcml_lab_zipimport_cache.py"
+echo 'import hpcml_lab_zipimport_cache; hpcml_lab_zipimport_cache.install()' > "$pydist/hpcml_lab_zipimport_cache.pth"
+cache=$(chroot "$root" python3 -c 'import hpcml_lab_zipimport_cache as c; print(c.CACHE_DIR)')
+install -d -m 0755 "$root$(dirname "$(dirname "$cache")")" "$root$(dirname "$cache")" "$root$cache"
+chroot "$root" python3 -c 'import sys, zipimport; sys.exit(zipimport._compile_source.__name__ != "cached")' \
+  || { echo "build-image.sh: the zipimport cache is not in front of zipimport's compile" >&2; exit 1; }
 
 tar -C "$root" -c . | podman import \
   --change 'CMD ["/sbin/init"]' \

@@ -15,12 +15,13 @@ export ANSIBLE_FORCE_COLOR := $(if $(CI),0,1)
 HOST_PACKAGES := podman runc mmdebstrap rsync uidmap slirp4netns git openssh-client python3-venv ca-certificates \
   golang-github-containernetworking-plugin-dnsname squashfs-tools
 
-.PHONY: help docs deps demo-deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e bench bench-stack bench-campaign image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
+.PHONY: help docs deps demo-deps host-deps lab-image lab-up lab-down demo test lint unit molecule e2e e2e-image bench bench-stack bench-campaign image image-push screenshots apiserver-deps apiserver apiserver-check gpu-record clean distclean
 
 help:
 	@echo "make demo      bring the lab up and run site.yml end to end (ends with the benchmark summary)"
 	@echo "make test      lint, unit tests, molecule scenarios, lab end-to-end"
 	@echo "make lint, make unit, make molecule, make e2e   the parts of make test, one at a time"
+	@echo "make e2e-image the end-to-end tests that run the benchmark image on this machine's podman, not on the lab"
 	@echo "make molecule-<scenario>  one molecule scenario (molecule/<scenario>), then its wall time"
 	@echo "make deps      host packages and the control host's venv (.venv) for the tests;  make demo-deps  for site.yml only;  make host-deps  the packages alone"
 	@echo "make lab-image build the lab's node image (mmdebstrap, cached)"
@@ -100,13 +101,15 @@ demo: host-deps $(VENV)/.ansible
 	@echo; benchrunner report --results-dir results
 
 # Two lanes from the start, each part's wall time printed as it ends and all of them at the end, so a CI log says where
-# the time went. The end-to-end part is one lane: a chain of lab runs that leaves about half of the 2 cores idle once
-# its first site.yml (the one stretch that keeps both busy) has provisioned the lab. The other lane, in a session of
-# its own (setsid, so the kernel's autogroups weigh it as one group beside the e2e's controller and the lab's
-# containers), takes that idle half: lint, then the molecule scenarios one at a time, python_env's once the e2e's
+# the time went. The end-to-end part on the lab is one lane: a chain of lab runs that leaves about half of the 2 cores
+# idle once its first site.yml (the one stretch that keeps both busy) has provisioned the lab. The other lane, in a
+# session of its own (setsid, so the kernel's autogroups weigh it as one group beside the e2e's controller and the
+# lab's containers), takes that idle half: lint, then the molecule scenarios one at a time, python_env's once the e2e's
 # first site.yml has ended (the e2e's conftest touches $(E2E_PROVISIONED), ok or not): on a fresh machine that play
 # compiles Horovod into the wheelhouse, which python_env's scenario then installs from instead of compiling it again.
-# Then the unit suite. The second lane's output is printed whole when both have ended, then the lines that say what
+# Then the e2e tests that need the benchmark image and not the lab (make e2e-image: the image is built from that
+# wheelhouse, and the e2e's frameworks campaign later finds it built), then the unit suite. In a fresh clone on
+# 2026-11-29 the lab's lane ended 8 minutes after this one with the image's tests in it (make test 67 min 28 s). The second lane's output is printed whole when both have ended, then the lines that say what
 # failed and each part's time and verdict, so the tail of a CI log names the failure; any part failing fails make test.
 TEST_PARTS_LOG := .cache/test-parts.txt
 E2E_PROVISIONED := $(CURDIR)/.cache/e2e-provisioned
@@ -121,8 +124,10 @@ test: deps lab-image
 	      || failed=1; \
 	    until [ -e $(E2E_PROVISIONED) ]; do sleep 5; done; \
 	    timed 'molecule (python_env)' molecule MOLECULE_SCENARIOS=python_env || failed=1; \
+	    timed e2e-image e2e-image || failed=1; \
 	    timed unit unit || failed=1; exit \$$failed" ) > .cache/beside-e2e.log 2>&1 & beside=$$!; \
-	e2e=0; HPCML_E2E_PROVISIONED=$(E2E_PROVISIONED) timed e2e e2e 2>&1 | tee .cache/e2e.log || e2e=$$?; \
+	e2e=0; HPCML_E2E_PROVISIONED=$(E2E_PROVISIONED) timed e2e e2e E2E_PYTEST_ARGS=--ignore=$(E2E_IMAGE_TESTS) 2>&1 \
+	  | tee .cache/e2e.log || e2e=$$?; \
 	touch $(E2E_PROVISIONED); beside_rc=0; wait $$beside || beside_rc=$$?; \
 	echo "make test: lint's, molecule's and the unit suite's output (beside e2e):"; cat .cache/beside-e2e.log; \
 	echo "make test: what failed, from both lanes' logs (pytest's FAILED and ERROR lines, a molecule phase's Ansible exit, make's errors):"; \
@@ -164,10 +169,15 @@ molecule-%: deps
 	@start=$$(date +%s); molecule test -s $*; echo "molecule: $* took $$(( $$(date +%s) - start )) s"
 
 # From bare nodes every time: a fresh lab, site.yml twice, results checked on the control host.
+E2E_IMAGE_TESTS := tests/e2e/test_mpijob_image.py
 e2e: deps
 	$(MAKE) --no-print-directory lab-down
 	$(MAKE) --no-print-directory lab-up
-	pytest -q --durations=15 tests/e2e
+	pytest -q --durations=15 $(E2E_PYTEST_ARGS) tests/e2e
+
+# The MPIJob emulation on this machine's podman, in the benchmark image built from the wheelhouse (make image).
+e2e-image: deps
+	pytest -q --durations=5 $(E2E_IMAGE_TESTS)
 
 # On a provisioned cluster (make demo): benchrunner against Horovod's synthetic benchmark method, and the allreduce
 # sweep's bus bandwidth against iperf3, interleaved on the first two nodes.
@@ -187,13 +197,16 @@ bench-campaign: deps
 IMAGE ?= localhost/hpcml-benchrunner:cpu
 IMAGE_BASE ?= localhost/hpcml-lab-node:bookworm
 WHEELHOUSE ?= $(or $(HPCML_CACHE_DIR),$(HOME)/.cache/hpcml)/wheelhouse/debian12-cp311-x86_64-cpu
+# One build at a time (flock, held by the recipe's one shell): make test's lanes may both ask for the image, and the
+# second then finds every layer built.
 image: lab-image
-	rm -rf benchrunner/wheels benchrunner/ca-certificates
-	mkdir -p benchrunner/wheels benchrunner/ca-certificates
-	if ls $(WHEELHOUSE)/*.whl >/dev/null 2>&1; then cp $(WHEELHOUSE)/*.whl benchrunner/wheels/; fi
-	cp roles/python_env/files/constraints/tensorflow-2.15.1.txt benchrunner/wheels/constraints.txt
-	cp roles/python_env/files/locks/torch-2.13.0/cp311-x86_64-cpu.txt benchrunner/wheels/torch-lock.txt
-	if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then cp /usr/local/share/ca-certificates/*.crt benchrunner/ca-certificates/; fi
+	mkdir -p .cache; exec 9> .cache/image.lock; flock 9; \
+	rm -rf benchrunner/wheels benchrunner/ca-certificates; \
+	mkdir -p benchrunner/wheels benchrunner/ca-certificates; \
+	if ls $(WHEELHOUSE)/*.whl >/dev/null 2>&1; then cp $(WHEELHOUSE)/*.whl benchrunner/wheels/; fi; \
+	cp roles/python_env/files/constraints/tensorflow-2.15.1.txt benchrunner/wheels/constraints.txt; \
+	cp roles/python_env/files/locks/torch-2.13.0/cp311-x86_64-cpu.txt benchrunner/wheels/torch-lock.txt; \
+	if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then cp /usr/local/share/ca-certificates/*.crt benchrunner/ca-certificates/; fi; \
 	podman build -f benchrunner/Containerfile --build-arg BASE_IMAGE=$(IMAGE_BASE) -t $(IMAGE) benchrunner
 
 # make image image-push IMAGE=registry.example.com/hpcml/benchrunner:0.2.0-cpu  (then benchrunner_image: that name)

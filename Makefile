@@ -108,9 +108,11 @@ demo: host-deps $(VENV)/.ansible
 # first site.yml has ended (the e2e's conftest touches $(E2E_PROVISIONED), ok or not): on a fresh machine that play
 # compiles Horovod into the wheelhouse, which python_env's scenario then installs from instead of compiling it again.
 # Then the e2e tests that need the benchmark image and not the lab (make e2e-image: the image is built from that
-# wheelhouse, and the e2e's frameworks campaign later finds it built), then the unit suite. In a fresh clone on
-# 2026-11-29 the lab's lane ended 8 minutes after this one with the image's tests in it (make test 67 min 28 s). The second lane's output is printed whole when both have ended, then the lines that say what
-# failed and each part's time and verdict, so the tail of a CI log names the failure; any part failing fails make test.
+# wheelhouse, and the e2e's frameworks campaign later finds it built), then the unit suite. In fresh clones on
+# 2026-11-29: 67 min 28 s with the image's tests in the lab's lane (which ended 8 minutes after this one), 66 min
+# 38 s with them here (docs/testing.md). The second lane's output is printed whole when both have ended, then the
+# lines that say what failed and each part's time and verdict, so the tail of a CI log names the failure; any part
+# failing fails make test.
 TEST_PARTS_LOG := .cache/test-parts.txt
 E2E_PROVISIONED := $(CURDIR)/.cache/e2e-provisioned
 _molecule_beside_e2e = $(filter-out python_env,$(MOLECULE_SCENARIOS))

@@ -7,7 +7,10 @@ import base64
 import hashlib
 import io
 import json
+import os
 import re
+import shutil
+import subprocess
 import tarfile
 import urllib.parse
 import zipfile
@@ -281,6 +284,57 @@ def test_downloads_and_the_build_check_hashes_and_carry_no_credentials(rendered)
     build_sync = rendered["downloads"]["build_sync"]
     assert f"--exclude=torch-{TORCH}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl" in build_sync
     assert not [a for a in build_sync if "markupsafe" in a or "typing_extensions" in a]
+
+
+# Horovod 0.28.1's setup.py configures CMake with -DCMAKE_BUILD_TYPE=RelWithDebInfo, and its CMakeLists.txt raises that
+# type's -O2 to -O3: the same two steps, on one source file.
+HOROVOD_LIKE_PROJECT = """cmake_minimum_required(VERSION 3.13)
+project(horovod_like CXX)
+string(REPLACE "-O2" "-O3" CMAKE_CXX_FLAGS_RELWITHDEBINFO "${CMAKE_CXX_FLAGS_RELWITHDEBINFO}")
+add_library(ops SHARED ops.cc)
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("c++")), reason="needs CMake and a C++ compiler")
+def test_without_debug_information_horovod_compiles_at_o3_without_g(tmp_path):
+    build_dir = tmp_path / "build-host"
+    tasks = [*SHARED_VALUES, {"name": "role defaults", "ansible.builtin.include_vars": str(ROLE / "defaults" / "main.yml")},
+             {"name": "role vars", "ansible.builtin.include_vars": str(ROLE / "vars" / "main.yml")}]
+    for debug_info in (True, False):
+        tasks += [{"name": f"debug info {debug_info}",
+                   "ansible.builtin.set_fact": {"python_env_horovod_debug_info": debug_info}},
+                  {"name": f"env {debug_info}",
+                   "ansible.builtin.set_fact": {f"_env_{debug_info}": "{{ _python_env_build_env }}"}}]
+    tasks.append({"name": "write", "ansible.builtin.copy": {"dest": str(tmp_path / "out.json"), "mode": "0600",
+                                                            "content": "{{ [_env_True, _env_False] | to_json }}"}})
+    run = play(tmp_path, tasks, extravars={"role_path": str(ROLE), "_python_env_build_facts": BUILD_FACTS,
+                                           "_python_env_gpu_flavour": "cpu", "python_env_build_dir": str(build_dir)})
+    assert run.returncode == 0, run.stdout[-3000:]
+    with_debug, without = json.loads((tmp_path / "out.json").read_text())
+    assert "CMAKE_TOOLCHAIN_FILE" not in with_debug
+    # Where the build's copy task puts the role's file, inside the build tree the role removes afterwards.
+    written = task("20-horovod-wheel.yml", "Write the CMake toolchain file that leaves debug information out of the compile")
+    assert written["when"] == "not python_env_horovod_debug_info"
+    toolchain = Path(without.pop("CMAKE_TOOLCHAIN_FILE"))
+    assert toolchain.parent == build_dir and without == with_debug
+    build_dir.mkdir()
+    shutil.copy(ROLE / "files" / written["ansible.builtin.copy"]["src"], toolchain)
+
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text(HOROVOD_LIKE_PROJECT)
+    (source / "ops.cc").write_text("int op() { return 1; }\n")
+    flags = {}
+    for case, extra in {"debug info": {}, "none": {"CMAKE_TOOLCHAIN_FILE": str(toolchain)}}.items():
+        out = tmp_path / case
+        env = {k: v for k, v in os.environ.items() if k != "CMAKE_TOOLCHAIN_FILE"} | extra
+        subprocess.run(["cmake", "-S", str(source), "-B", str(out), "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], env=env,
+                       capture_output=True, check=True)
+        made = (out / "CMakeFiles" / "ops.dir" / "flags.make").read_text()
+        flags[case] = re.search(r"^CXX_FLAGS = (.*)$", made, re.M).group(1).split()
+    assert [f for f in flags["debug info"] if f.startswith(("-O", "-g"))] == ["-O3", "-g"]
+    assert [f for f in flags["none"] if f.startswith(("-O", "-g"))] == ["-O3"]
+    assert "-DNDEBUG" in flags["none"]
 
 
 # PyTorch's locks: hashed, the right build for each kind of node, and one environment with TensorFlow's.

@@ -64,8 +64,17 @@ $(VENV)/.installed: $(VENV)/.ansible requirements-control.txt benchrunner/pyproj
 	$(VENV)/bin/pip install -q --no-build-isolation -e 'benchrunner[control]'
 	touch $@
 
-$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt
+# The tests' own module runs on this machine (the unit suite's plays, molecule's and the e2e's control-host tasks) keep
+# the code they compile from their AnsiballZ zips, as the lab's nodes do (roles/lab/files/zipimport_cache.py says
+# why): loaded into this venv's Python by a .pth file, from a folder in the venv that only root may write (where make
+# runs as another user the folder is that user's, and the cache stays off).
+_zipimport_cache_pth := import hpcml_lab_zipimport_cache as c, os, sys; c.install(os.path.join(sys.prefix, "zipimport-cache"))
+$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt roles/lab/files/zipimport_cache.py
 	$(VENV)/bin/pip install -q -r requirements-test.txt
+	purelib=$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
+	install -m 0644 roles/lab/files/zipimport_cache.py "$$purelib/hpcml_lab_zipimport_cache.py"; \
+	echo '$(_zipimport_cache_pth)' > "$$purelib/hpcml_lab_zipimport_cache.pth"
+	install -d -m 0755 $(VENV)/zipimport-cache
 	$(VENV)/bin/pip download -q --no-index --no-deps -d $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu 2>/dev/null \
 	  || $(VENV)/bin/pip download -q --no-deps --index-url $(TORCH_CPU_INDEX) -d $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu
 	$(VENV)/bin/pip install -q --find-links $(VENV)/torch-wheel torch==$(TORCH_VERSION)+cpu
@@ -100,7 +109,9 @@ demo: host-deps $(VENV)/.ansible
 	@$(call demo_phase,site.yml done (provisioned and the benchmark run))
 	@echo; benchrunner report --results-dir results
 
-# Two lanes from the start, each part's wall time printed as it ends and all of them at the end, so a CI log says where
+# The node image builds beside the rest of the control host's packages, as in make demo (the test tools' layer only
+# adds packages, none that the Ansible layer holds): the two steps left about half of the 2 cores idle one after the
+# other. Then two lanes, each part's wall time printed as it ends and all of them at the end, so a CI log says where
 # the time went. The end-to-end part on the lab is one lane: a chain of lab runs that leaves about half of the 2 cores
 # idle once its first site.yml (the one stretch that keeps both busy) has provisioned the lab. The other lane, in a
 # session of its own (setsid, so the kernel's autogroups weigh it as one group beside the e2e's controller and the
@@ -116,7 +127,8 @@ demo: host-deps $(VENV)/.ansible
 TEST_PARTS_LOG := .cache/test-parts.txt
 E2E_PROVISIONED := $(CURDIR)/.cache/e2e-provisioned
 _molecule_beside_e2e = $(filter-out python_env,$(MOLECULE_SCENARIOS))
-test: deps lab-image
+test: host-deps $(VENV)/.ansible
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lab-image deps
 	@rm -f $(TEST_PARTS_LOG) .cache/beside-e2e.log $(E2E_PROVISIONED); mkdir -p .cache; \
 	timed() { label=$$1; shift; start=$$(date +%s); rc=0; $(MAKE) --no-print-directory "$$@" || rc=$$?; \
 	  verdict=passed; [ $$rc -eq 0 ] || verdict="FAILED (exit $$rc)"; \

@@ -10,6 +10,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from unit_paths import PROJECT
 
 HOOK = PROJECT / "roles" / "lab" / "files" / "zipimport_cache.py"
@@ -41,7 +43,8 @@ def payload_zip(folder: Path, name: str) -> Path:
 
 
 def probe(cache: Path, archive: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", PROBE, str(HOOK), str(cache), str(archive)], capture_output=True,
+    # Without site (-S): the test venv's own hook (make deps) must not sit under the one probed.
+    done = subprocess.run([sys.executable, "-S", "-c", PROBE, str(HOOK), str(cache), str(archive)], capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout)
 
@@ -80,3 +83,15 @@ def test_a_folder_others_may_write_to_or_that_is_missing_is_not_used(tmp_path):
         found = probe(cache, archive)
         assert (found["installed"], found["compile"], found["value"]) == (False, "_compile_source", 42)
     assert list(shared.iterdir()) == []
+
+
+def test_the_test_venvs_python_keeps_its_module_runs_code():
+    # make deps loads the hook into the venv the tests run in, over a folder of the venv's (the Makefile's
+    # .test-installed step): where make ran as root, that folder is root's and the hook is in place.
+    if os.geteuid() != 0:
+        pytest.skip("the cache's folder is root's alone: run as another user, make test leaves the hook off")
+    folder = Path(sys.prefix) / "zipimport-cache"
+    assert folder.is_dir() and folder.stat().st_uid == 0, f"{folder}: run make deps, which makes it"
+    found = subprocess.run([sys.executable, "-c", "import zipimport; print(zipimport._compile_source.__name__)"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert found == "cached", f"{sys.executable} compiles zipped sources itself: make deps installs the hook"

@@ -1,9 +1,11 @@
-"""Compiled code for Python sources imported from zip archives, kept by the source's hash: the lab's node image only.
+"""Compiled code for Python sources imported from zip archives, kept by the source's hash: the lab's node image and the
+control host's test venv only.
 
 Every Ansible module run ships its module_utils in a fresh AnsiballZ zip, and zipimport compiles zipped sources on
 every import (it neither reads nor writes bytecode for them): on a lab node that was about 85 ms of the 310 ms of CPU
 a `command` task costs there. Nothing of a real cluster's nodes has this; build-image.sh puts it in the lab's image,
-loaded by a .pth file into /usr/bin/python3 (a virtualenv does not read the system's dist-packages).
+loaded by a .pth file into /usr/bin/python3 (a virtualenv does not read the system's dist-packages), and `make deps`
+into the test venv, whose own folder it passes to install(): the unit suite's plays run their modules on this machine.
 """
 
 from __future__ import annotations

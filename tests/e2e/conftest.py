@@ -14,12 +14,8 @@ BENCHMARK_IMAGE = LAB_VARS["benchrunner_image"]
 
 
 # The first module provisions the lab (first_run); the last takes a node away and builds it afresh, unprovisioned. The
-# rest in file order, between them, on the lab the first left, but the stall module right after the first: its runs
-# spend much of their time waiting (for a rank to get going, then for the stall timeout), which make test's other
-# lane fills while it is still running; the e2e's end, which runs alone, is then the training that keeps the cores
-# busy.
+# rest in file order, between them, on the lab the first left.
 FIRST_MODULE = "test_site.py"
-EARLY_MODULE = "test_site_stall.py"
 LAST_MODULE = "test_lab.py"
 # Modules that run on this machine's podman alone (the benchmark image), not on the lab: `make e2e-image` runs them
 # without one, and make test in its second lane, beside the lab's.
@@ -27,8 +23,8 @@ WITHOUT_LAB = {"test_mpijob_image.py"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {FIRST_MODULE: 0, EARLY_MODULE: 1, LAST_MODULE: 3}
-    items.sort(key=lambda item: rank.get(item.path.name, 2))
+    rank = {FIRST_MODULE: 0, LAST_MODULE: 2}
+    items.sort(key=lambda item: rank.get(item.path.name, 1))
 
 
 @pytest.fixture(autouse=True)

@@ -165,15 +165,16 @@ unit: deps
 
 # The scenarios run side by side, MOLECULE_JOBS at a time, each on its own containers and podman network. Alone, a
 # scenario left 22-52 % of the 2 cores idle, its steps waiting on podman exec and the containers: node_base with
-# container_runtime took 392 s side by side against 430 s one after the other, with python_env 323 s against 420 s.
-# In this order, each taking the next free slot: node_layer and python_env (it compiles Horovod while the wheel cache
-# is empty), then slurm (it also installs Charliecloud on its two compute nodes) and container_runtime, then node_base,
-# the shortest, last. In a fresh clone on 2026-11-28 (make molecule 1204 s, green): node_layer 498 s,
-# python_env 502 s, slurm 455 s, container_runtime 571 s, node_base 247 s; the 2 cores about 3 % idle throughout, so
-# the order matters less than each scenario's own work. Each scenario's output is printed whole when it ends
-# (--output-sync), then its wall time; each phase ends with its own (.config/molecule/config.yml).
+# the container runtime's scenario took 392 s side by side against 430 s one after the other, with python_env 323 s
+# against 420 s. In this order, each taking the next free slot: node_layer and python_env (it compiles Horovod while
+# the wheel cache is empty), then slurm (it also installs Charliecloud on its compute node), then node_base, the
+# shortest, last. node_layer holds the container runtime's roles too since 2026-11-29 (one node, mirror and hardware
+# detection instead of two). In a fresh clone on 2026-11-28 (make molecule 1204 s, green): node_layer 498 s,
+# python_env 502 s, slurm 455 s, the container runtime's 571 s, node_base 247 s; the 2 cores about 3 % idle
+# throughout, so the order matters less than each scenario's own work. Each scenario's output is printed whole when it
+# ends (--output-sync), then its wall time; each phase ends with its own (.config/molecule/config.yml).
 _molecule_all := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
-_molecule_first := node_layer python_env slurm container_runtime
+_molecule_first := node_layer python_env slurm
 MOLECULE_SCENARIOS := $(foreach s,$(_molecule_first),$(filter $(s),$(_molecule_all))) $(filter-out $(_molecule_first),$(_molecule_all))
 MOLECULE_JOBS ?= 2
 molecule: lab-image

@@ -13,6 +13,7 @@ from lab import PROJECT, lab_node_names, run_site
 RESULTS = PROJECT / "results"
 BENCHMARK_PLAY_PREFIX = "Benchmark"
 HEAD = "lab-head"
+HOROVODRUN_RUN = "e2e-horovodrun"
 
 
 @pytest.fixture(scope="module")
@@ -88,18 +89,25 @@ def provisioned_records() -> dict[str, dict[str, str]]:
             for host in [HEAD, *lab_node_names()]}
 
 
-# Before the tests below change the cluster's inputs (the MUNGE key): the hosts are as the first run left them.
-def test_a_second_run_leaves_provisioned_hosts_out_and_trains_again(first_run):
+# Before the tests below change the cluster's inputs (the MUNGE key): the hosts are as the first run left them. The
+# second run's benchmark goes through horovodrun (a benchrunner_* setting, none of the provisioning inputs), so the one
+# run shows both that provisioning is left out and that Horovod's own launcher trains the same workload.
+def test_a_second_run_leaves_provisioned_hosts_out_and_trains_again_through_horovodrun(first_run):
     before = provisioned_records()
+    default = results.load(results.SUMMARY, RESULTS / summary.LATEST / summary.SUMMARY_JSON)
     assert all(record["digest"] and record["stack"] == "baremetal" for record in before.values()), before
-    second = run_site()
+    second = run_site(extravars={"benchrunner_launcher": "horovodrun", "benchrunner_run_id": HOROVODRUN_RUN,
+                                 "benchrunner_overwrite": True})
     assert second.ok, second.failures
     provisioning = [c for c in second.changes if not c.play.startswith(BENCHMARK_PLAY_PREFIX)]
     assert provisioning == []
     # Every host was current, so none went through the provisioning plays and none was recorded again.
     assert provisioned_records() == before
-    # The benchmark itself runs again and reports a new run.
+    # The benchmark itself runs again and reports a new run, started by horovodrun, of the first run's workload.
     assert any(c.play.startswith(BENCHMARK_PLAY_PREFIX) for c in second.changes)
+    document = results.load(results.SUMMARY, RESULTS / HOROVODRUN_RUN / summary.SUMMARY_JSON)
+    assert (document["launcher"], document["ranks"], document["sanity"]["passed"]) == ("horovodrun", 2, True)
+    assert document["workload"] == default["workload"] and default["launcher"] == "srun"
 
 
 # Check mode goes through every task on every host, whatever the records say: it is how drift by hand is seen.
@@ -141,17 +149,6 @@ def test_a_lost_munge_key_and_a_node_drained_for_its_hardware_come_back_with_a_r
     assert sorted(line for line in states if line) == [f"{node} idle" for node in lab_node_names()]
     # The role's own check decoded every host's credential on one host; Slurm authenticates with the new key.
     assert on_head("timeout", "60", "srun", "--nodes=1", "true") == ""
-
-
-def test_horovodrun_launches_the_same_workload(first_run, tmp_path):
-    outcome = run_site(tags="benchmark", extravars={"benchrunner_launcher": "horovodrun",
-                                                    "benchrunner_run_id": "e2e-horovodrun",
-                                                    "cluster_results_dir": str(tmp_path)})
-    assert outcome.ok, outcome.failures
-    document = results.load(results.SUMMARY, tmp_path / "e2e-horovodrun" / summary.SUMMARY_JSON)
-    assert (document["launcher"], document["ranks"], document["sanity"]["passed"]) == ("horovodrun", 2, True)
-    default = results.load(results.SUMMARY, RESULTS / summary.LATEST / summary.SUMMARY_JSON)
-    assert document["workload"] == default["workload"]
 
 
 NODE_LAYER_ROLES = ["nvidia_repo", "nvidia_driver", "rdma", "gpudirect", "nvidia_fabricmanager", "cuda_toolkit"]

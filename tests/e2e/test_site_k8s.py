@@ -94,12 +94,6 @@ def test_second_k8s_run_changes_nothing(k8s_run):
     assert outcome.changes == []
 
 
-def test_the_kubernetes_play_in_check_mode_changes_nothing(k8s_run):
-    outcome = run_site(playbook="playbooks/kubernetes.yml", extravars=K8S, check=True)
-    assert outcome.ok, outcome.failures
-    assert outcome.changes == []
-
-
 def test_preflight_says_what_a_k8s_run_needs(tmp_path):
     outcome = run_site(extravars={**K8S, "cluster_kubernetes_apply": True, "cluster_kubernetes_mode": "existing"})
     assert not outcome.ok and outcome.changes == []

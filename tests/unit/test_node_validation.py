@@ -243,31 +243,8 @@ def test_an_adapter_without_an_active_port_fails_with_the_count(tmp_path, sysfs,
         "mlx5_8/1 DOWN)")}
 
 
-NO_GPU = "ansible_facts.hpcml_gpu.present is false: no NVIDIA GPU found on the PCI bus"
-
-
-def test_acceptance_without_gpus_skips_every_gpu_input_and_measures_the_pair_through_gloo(tmp_path, sysfs):
-    # Two nodes without GPUs (both this machine): nothing is downloaded or built, the pair's allreduce runs through
-    # torch.distributed's Gloo in the Python environment this test runs in.
-    run, summary = validate(tmp_path, sysfs, nodes=("node-a", "node-b"), extra={
-        "node_acceptance_enabled": True, "cluster_python_env": str(Path(sys.executable).parents[1]),
-        "node_acceptance_gloo_max_bytes": 65536, "node_acceptance_nccl_tests_dir": str(tmp_path / "nccl-tests")})
-    assert run.returncode == 0, run.stdout[-3000:]
-    results.validate(results.NODE_VALIDATION, summary)
-    assert not (tmp_path / "nccl-tests").exists()
-    for node in summary["nodes"].values():
-        checks = node["acceptance"]["checks"]
-        assert checks and all(c["status"] == "skip" and c["reason"].startswith(NO_GPU) for c in checks.values()), checks
-        assert node["checks"]["acceptance_inputs"]["status"] == "skip"
-    [link] = summary["links"]
-    assert (link["a"], link["b"], link["test"], link["status"]) == ("node-a", "node-b", "all_reduce_gloo", "skip")
-    assert link["busbw_gbs"] > 0 and link["limit_gbs"] is None and link["fraction"] is None
-    assert link["reason"].startswith("no limit: ")
-    assert summary["actions"] == []
-    [raw] = (tmp_path / "results").glob("*/pairs/node-a--node-b.all_reduce_gloo.txt")
-    assert "allreduce over 2 ranks" in raw.read_text()
-
-
+# Two nodes without GPUs whose pair is measured through Gloo is the lab's (tests/e2e/test_site.py runs the
+# validation play there, two real hosts and the MPI account); here, the pair's failure.
 def test_a_failed_gloo_pair_fails_the_link_with_its_error(tmp_path, sysfs):
     # A message size benchrunner refuses: the ranks exit non-zero, the link fails with their last words, not a skip.
     run, summary = validate(tmp_path, sysfs, nodes=("node-a", "node-b"), extra={

@@ -121,9 +121,10 @@ demo: host-deps $(VENV)/.ansible
 # Then the e2e tests that need the benchmark image and not the lab (make e2e-image: the image is built from that
 # wheelhouse, and the e2e's frameworks campaign later finds it built), then the unit suite. In fresh clones on
 # 2026-11-29: 67 min 28 s with the image's tests in the lab's lane (which ended 8 minutes after this one), 66 min
-# 38 s with them here, 65 min 47 s with the node image built beside the packages (docs/testing.md). The second lane's
-# output is printed whole when both have ended, then the lines that say what failed and each part's time and verdict,
-# so the tail of a CI log names the failure; any part failing fails make test.
+# 38 s with them here, 65 min 47 s with the node image built beside the packages, 59 min 5 s with what two parts
+# did twice done once (docs/testing.md). The second lane's output is printed whole when both have ended, then the
+# lines that say what failed and each part's time and verdict, so the tail of a CI log names the failure; any part
+# failing fails make test.
 TEST_PARTS_LOG := .cache/test-parts.txt
 E2E_PROVISIONED := $(CURDIR)/.cache/e2e-provisioned
 _molecule_beside_e2e = $(filter-out python_env,$(MOLECULE_SCENARIOS))

@@ -1,6 +1,6 @@
 """Bad input stops site.yml on the lab in preflight, with a message naming the fix, before anything changes: what needs
 the lab's own machines (two inventory names for one of them) and the whole run through ansible-runner. The settings
-and inventories preflight refuses by themselves (more GPUs asked than a node has among them) are
+and inventories preflight refuses by themselves, among them more GPUs asked than a node has, are
 tests/unit/test_preflight_play.py's, which runs the same play with the control host as the node, in seconds instead of
 a lab run each. A passing preflight that changes nothing on the lab is test_site.py's second run, in which no play
 but the benchmark's changes anything."""

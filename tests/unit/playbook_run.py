@@ -28,20 +28,22 @@ class Run:
 
 
 def play(tmp_path: Path, tasks: list, extravars: dict | None = None, gather_facts: bool = False,
-         hostvars: dict | None = None, verbosity: int = 0) -> Run:
+         hostvars: dict | None = None, verbosity: int = 0, check: bool = False, env: dict | None = None) -> Run:
+    """The tasks as a play on node001; check: in check mode; env: further Ansible settings (callbacks, plugin paths)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"children": {"nodes": {"hosts": {"node001": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, **(hostvars or {})}}}}}}))
     playbook = tmp_path / "play.yml"
     playbook.write_text(json.dumps([{"hosts": "nodes", "gather_facts": gather_facts, "tasks": tasks}]))
     # Plain text whatever the caller's settings (the Makefile forces colour outside CI): the recap is parsed.
-    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_STDOUT_CALLBACK="default",
-               ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    verbose = ["-" + "v" * verbosity] if verbosity else []
+    settings = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                    ANSIBLE_STDOUT_CALLBACK="default",
+                    ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    settings.update(env or {})
+    flags = (["-" + "v" * verbosity] if verbosity else []) + (["--check"] if check else [])
     completed = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-                                "-e", json.dumps(extravars or {}), str(playbook), *verbose],
-                               cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+                                "-e", json.dumps(extravars or {}), str(playbook), *flags],
+                               cwd=PROJECT, env=settings, capture_output=True, text=True, check=False)
     return Run(completed)
 
 

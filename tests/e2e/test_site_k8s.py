@@ -16,7 +16,8 @@ from lab import PROJECT, lab_node_names, run_site
 HEAD = "lab-head"
 MANIFESTS = PROJECT / "build" / "kubernetes"
 RUN_ID = "e2e-k8s"
-K8S = {"cluster_stack": "k8s", "benchrunner_run_id": RUN_ID}
+# A fixed run id: the run before, in this checkout, left its results under it.
+K8S = {"cluster_stack": "k8s", "benchrunner_run_id": RUN_ID, "benchrunner_overwrite": True}
 
 
 @pytest.fixture(scope="module")

@@ -108,7 +108,8 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout_named_with_its_hos
     assert "after 5 completed steps" in record["reason"]
     by_rank = {r["rank"]: r for r in record["ranks"]}
     assert (by_rank[1]["host"], by_rank[1]["steps"], by_rank[1]["state"]) == ("node-b", 5, "running")
-    assert by_rank[1]["silent_s"] > STALL_S and by_rank[0]["silent_s"] < 1.0 and by_rank[0]["steps"] > 5
+    # The record rounds to the millisecond: a stall seen within half of one past the timeout reads as the timeout.
+    assert by_rank[1]["silent_s"] >= STALL_S and by_rank[0]["silent_s"] < 1.0 and by_rank[0]["steps"] > 5
     # The launcher's own output passed through, the beats taken out; the stall said on stderr.
     out, err = capfd.readouterr()
     assert "launcher: starting 2 ranks" in out and watchdog.MARKER not in out
